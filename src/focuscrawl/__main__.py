@@ -1,0 +1,3 @@
+from focuscrawl.cli import app
+
+app()

@@ -1,0 +1,162 @@
+"""The ``focuscrawl`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from focuscrawl.config import ConfigError, read_config_data, resolve_paths, validate_config
+from focuscrawl.crawler import Crawler, Progress
+from focuscrawl.learn import ModelError
+from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
+
+app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
+err = Console(stderr=True)
+USER_ERRORS = (ConfigError, CrawlDirError, ModelError)
+
+
+def _fail(message: str) -> None:
+    for line in str(message).splitlines():
+        err.print(f"error: {line}", markup=False, highlight=False)
+    raise typer.Exit(2)
+
+
+def _setup_logging(directory: Path) -> None:
+    handler = logging.FileHandler(directory / "crawl.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def _progress_line(progress: Progress) -> Text:
+    harvest = "—" if progress.harvest_rate is None else f"{progress.harvest_rate:.3f}"
+    return Text(
+        f"pages {progress.pages}  ({progress.pages_per_second:.1f}/s)  harvest {harvest}  "
+        f"frontier {progress.frontier}  errors {progress.errors}"
+    )
+
+
+def _run(crawler: Crawler, quiet: bool) -> None:
+    _setup_logging(crawler.directory)
+    if quiet:
+        state = asyncio.run(crawler.run())
+    else:
+        with Live(Text("starting…"), console=err, refresh_per_second=4, transient=False) as live:
+            state = asyncio.run(crawler.run(on_progress=lambda p: live.update(_progress_line(p))))
+    err.print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", markup=False, highlight=False)
+
+
+@app.command()
+def crawl(
+    config_file: Optional[Path] = typer.Argument(None, metavar="[CONFIG]", help="YAML crawl configuration"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="crawl directory to create"),
+    seed: list[str] = typer.Option([], "--seed", help="seed URL (repeatable)"),
+    positive: list[str] = typer.Option([], "--positive", help="positive examples: file, folder or URL list (repeatable)"),
+    negative: list[str] = typer.Option([], "--negative", help="negative examples (repeatable)"),
+    max_pages: Optional[int] = typer.Option(None, "--max-pages", help="stop after this many fetches"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="bfs or best-first"),
+    classifier: Optional[str] = typer.Option(None, "--classifier", help="svm-linear or nb-multinomial"),
+    delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
+) -> None:
+    """Start a crawl from a config file, from flags, or from both (flags win)."""
+    data: dict = {}
+    source = "command line"
+    try:
+        if config_file is not None:
+            source = str(config_file)
+            data = read_config_data(config_file)
+    except ConfigError as error:
+        _fail(str(error))
+    if seed:
+        data["seeds"] = seed
+    topic = data.setdefault("topic", {}) if isinstance(data.get("topic", {}), dict) else data["topic"]
+    if positive:
+        topic["positive"] = [str(Path(p).resolve()) if "://" not in p else p for p in positive]
+    if negative:
+        topic["negative"] = [str(Path(p).resolve()) if "://" not in p else p for p in negative]
+    if max_pages is not None:
+        data.setdefault("budget", {})["max_pages"] = max_pages
+    if strategy is not None:
+        data["strategy"] = strategy
+    if classifier is not None:
+        data["classifier"] = classifier
+    if delay is not None:
+        data.setdefault("politeness", {})["min_interval"] = delay
+    try:
+        config = validate_config(data, source)
+        if config_file is not None:
+            config = resolve_paths(config, config_file.resolve().parent)
+        directory = out or Path(f"crawl-{time.strftime('%Y%m%d-%H%M%S')}")
+        crawler = Crawler.create(config, directory)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    _run(crawler, quiet)
+
+
+@app.command()
+def resume(
+    directory: Path = typer.Argument(..., help="crawl directory"),
+    max_pages: Optional[int] = typer.Option(None, "--max-pages", help="raise the page budget"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Continue a stopped or killed crawl: nothing discovered is lost, nothing fetched twice."""
+    try:
+        crawler = Crawler.open(directory, **({"max_pages": max_pages} if max_pages else {}))
+    except USER_ERRORS as error:
+        _fail(str(error))
+    _run(crawler, quiet)
+
+
+@app.command()
+def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Figures of a crawl: pages, errors, frontier, harvest rate, state."""
+    try:
+        figures = crawl_status(open_existing(directory))
+    except USER_ERRORS as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps(figures, indent=2))
+        return
+    for key, value in figures.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else value
+        print(f"{key:>16}: {shown}")
+
+
+@app.command()
+def export(
+    directory: Path = typer.Argument(...),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl or csv"),
+    output: Optional[Path] = typer.Option(None, "--output", help="file to write (default: standard output)"),
+) -> None:
+    """One record per fetched page: url, status, depth, relevance, title, fetched_at."""
+    if fmt not in ("jsonl", "csv"):
+        _fail(f"--format: {fmt!r} is not jsonl or csv")
+    try:
+        rows = export_rows(open_existing(directory))
+    except USER_ERRORS as error:
+        _fail(str(error))
+    stream = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
+    try:
+        if fmt == "jsonl":
+            for row in rows:
+                stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        else:
+            writer = csv.DictWriter(stream, fieldnames=EXPORT_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+    finally:
+        if output:
+            stream.close()

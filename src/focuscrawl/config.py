@@ -1,0 +1,190 @@
+"""The one crawl configuration: every knob and its default live here.
+
+A crawl is described by a YAML file validated by :class:`CrawlConfig`. Command-line flags
+build the same model, so there is exactly one place where defaults are decided.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; str() is one line per problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Topic(_Section):
+    """What the user wants: example pages. Each entry is a URL, a file, a folder of files,
+    or a text file listing URLs."""
+
+    positive: list[str] = Field(default_factory=list)
+    negative: list[str] = Field(default_factory=list)
+    negatives_per_positive: float = Field(2.0, gt=0, description="Pant §5: twice the positives")
+
+
+class Budget(_Section):
+    max_pages: int | None = Field(1000, gt=0, description="fetch attempts, summed over resumes")
+    max_depth: int | None = Field(None, ge=0, description="links from the nearest seed")
+    max_seconds: float | None = Field(None, gt=0, description="wall time of one run")
+
+
+class Politeness(_Section):
+    user_agent: str = "focuscrawl/0.1 (+https://github.com/focuscrawl/focuscrawl; focused research crawler)"
+    robots: bool = True
+    per_host_connections: int = Field(2, ge=1)
+    min_interval: float = Field(1.0, ge=0, description="seconds between request starts on one host")
+    crawl_delay_cap: float = Field(30.0, ge=0, description="Crawl-delay above this is capped")
+
+
+class Fetch(_Section):
+    concurrency: int = Field(64, ge=1, description="requests in flight over all hosts")
+    connect_timeout: float = Field(10.0, gt=0)
+    read_timeout: float = Field(20.0, gt=0, description="longest silence while reading a body")
+    total_timeout: float = Field(60.0, gt=0)
+    max_redirects: int = Field(5, ge=0)
+    max_bytes: dict[str, int] = Field(
+        default_factory=lambda: {"text/html": 5_000_000, "application/xhtml+xml": 5_000_000, "*": 1_000_000},
+        description="cap on the decoded body per MIME type ('*' for the rest); the download is aborted",
+    )
+    mime_allow: list[str] = Field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
+    retries: int = Field(2, ge=0, description="extra attempts after a transient failure")
+    backoff: float = Field(1.0, ge=0, description="first retry waits this long, then doubles")
+    dns_cache_seconds: int = Field(300, ge=0)
+    max_url_length: int = Field(1000, ge=16)
+    max_host_length: int = Field(255, ge=1)
+    slow_after_failures: int = Field(1, ge=1, description="BINGO!: a failing host is tagged slow")
+    bad_after_failures: int = Field(3, ge=1, description="BINGO!: the third failure tags it bad")
+    loopback_only: bool = Field(False, description="refuse every address outside 127.0.0.0/8")
+
+
+class HostMap(_Section):
+    """Reach mirrored sites on loopback without changing their pages."""
+
+    hosts: dict[str, str] = Field(default_factory=dict, description="hostname -> address:port")
+    https_to_http: bool = Field(True, description="fetch https URLs of mapped hosts over plain http")
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses_have_ports(cls, hosts: dict[str, str]) -> dict[str, str]:
+        for name, address in hosts.items():
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{name}: {address!r} is not address:port")
+        return {name.lower(): address for name, address in hosts.items()}
+
+
+class UrlFilter(_Section):
+    allow: list[str] = Field(default_factory=list, description="regexes; if any, a URL must match one")
+    deny: list[str] = Field(default_factory=list, description="regexes; a URL matching one is skipped")
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"{pattern!r} is not a regular expression: {err}") from None
+        return patterns
+
+
+class Text(_Section):
+    language: str = Field("en", description="ISO 639-1 code of the stop-word list and stemmer")
+    stem: bool = True
+    language_check: bool = Field(False, description="BINGO! §2.3.6 stop-word counting")
+    min_stopword_score: int = Field(0, description="d_STOP: pages scoring below are not classified")
+
+
+class Store(_Section):
+    warc: bool = True
+    warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
+
+
+class CrawlConfig(_Section):
+    seeds: list[str] = Field(default_factory=list)
+    seeds_file: str | None = None
+    topic: Topic = Field(default_factory=Topic)
+    classifier: Literal["svm-linear", "nb-multinomial"] = "svm-linear"
+    strategy: Literal["bfs", "best-first"] = "best-first"
+    budget: Budget = Field(default_factory=Budget)
+    politeness: Politeness = Field(default_factory=Politeness)
+    fetch: Fetch = Field(default_factory=Fetch)
+    urls: UrlFilter = Field(default_factory=UrlFilter)
+    host_map: HostMap = Field(default_factory=HostMap)
+    text: Text = Field(default_factory=Text)
+    store: Store = Field(default_factory=Store)
+    harvest_log_every: int = Field(50, ge=1, description="pages between lines of harvest.jsonl")
+
+    @model_validator(mode="after")
+    def _has_seeds(self) -> CrawlConfig:
+        if not self.seeds and not self.seeds_file:
+            raise ValueError("no seeds: give 'seeds' or 'seeds_file'")
+        if self.strategy == "best-first" and not self.topic.positive:
+            raise ValueError("strategy best-first needs topic.positive examples")
+        return self
+
+
+def validate_config(data: dict, source: str = "config") -> CrawlConfig:
+    """Build the model, turning pydantic's report into one line per problem."""
+    try:
+        return CrawlConfig.model_validate(data)
+    except ValidationError as err:
+        lines = []
+        for problem in err.errors():
+            field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+            message = problem["msg"].removeprefix("Value error, ")
+            lines.append(f"{source}: {field}: {message}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def read_config_data(path: Path) -> dict:
+    """The raw mapping of a YAML config file; unreadable or malformed YAML is a ConfigError."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {reason}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, found {type(data).__name__}")
+    return data
+
+
+def load_config(path: str | Path) -> CrawlConfig:
+    """Read a YAML config; relative paths inside it are relative to the file."""
+    path = Path(path)
+    return resolve_paths(validate_config(read_config_data(path), source=str(path)), path.parent)
+
+
+def resolve_paths(config: CrawlConfig, base: Path) -> CrawlConfig:
+    """Make file references absolute so the copy in the crawl directory still works."""
+
+    def fix(entry: str) -> str:
+        if "://" in entry or Path(entry).is_absolute():
+            return entry
+        return str((base / entry).resolve())
+
+    topic = config.topic.model_copy(
+        update={"positive": [fix(e) for e in config.topic.positive], "negative": [fix(e) for e in config.topic.negative]}
+    )
+    seeds_file = fix(config.seeds_file) if config.seeds_file else None
+    return config.model_copy(update={"topic": topic, "seeds_file": seeds_file})
+
+
+def dump_config(config: CrawlConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,329 @@
+"""The crawl loop: take the best ready URL, fetch, parse, score, store, queue its links.
+
+Every page is handled in one SQLite transaction that records the fetch, the document, the
+links, the newly discovered URLs and the URL's own state together. A URL is marked *in flight*
+when handed out and *done* in that transaction, so after a kill -9 the only URLs fetched again
+are those that were in flight (at most once each), and no discovered URL is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config
+from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.fetch.http import Fetcher, Response
+from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
+from focuscrawl.frontier import STRATEGIES, Frontier, Item
+from focuscrawl.learn import Critic
+from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.store import CrawlDirError, Store, content_hash
+from focuscrawl.text import stopword_score
+from focuscrawl.topics import expand, train_critic
+
+log = logging.getLogger(__name__)
+CRITIC_FILE = "models/critic.pkl"
+CONFIG_FILE = "config.yml"
+
+
+@dataclass
+class Progress:
+    """What the live display and the harvest log show."""
+
+    pages: int  # URLs handled, resumes included
+    fetched: int  # responses received
+    errors: int
+    relevance_sum: float
+    scored: int
+    frontier: int
+    started: float
+    pages_at_start: int
+
+    @property
+    def harvest_rate(self) -> float | None:
+        return self.relevance_sum / self.scored if self.scored else None
+
+    @property
+    def pages_per_second(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return (self.pages - self.pages_at_start) / elapsed if elapsed > 0 else 0.0
+
+
+def read_seeds(config: CrawlConfig) -> list[str]:
+    """Seeds inline and from the seeds file, canonical; a bad one is a ConfigError naming it."""
+    rules = UrlRules(config)
+    entries = [(f"seeds[{i}]", s) for i, s in enumerate(config.seeds)]
+    if config.seeds_file:
+        try:
+            lines = Path(config.seeds_file).read_text(encoding="utf-8").splitlines()
+        except OSError as err:
+            raise ConfigError(f"seeds_file: cannot read {config.seeds_file}: {err.strerror}") from None
+        entries += [(f"{config.seeds_file}:{n}", line.strip()) for n, line in enumerate(lines, 1)
+                    if line.strip() and not line.lstrip().startswith("#")]
+    seeds, problems = [], []
+    for where, seed in entries:
+        url = canonical_url(seed) if "://" in seed else seed
+        reason = rules.rejection(url)
+        if reason:
+            problems.append(f"{where}: {seed!r}: {reason}")
+        else:
+            seeds.append(url)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    if not seeds:
+        raise ConfigError("seeds: no seed URLs")
+    return seeds
+
+
+class Crawler:
+    def __init__(self, directory: Path, config: CrawlConfig):
+        self.directory = Path(directory)
+        self.config = config
+        self.store = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
+        self.hosts = Hosts(config)
+        self.frontier = Frontier(self.store.db, self.hosts)
+        self.rules = UrlRules(config)
+        self.priority = STRATEGIES[config.strategy]
+        self.critic: Critic | None = None
+        self.stop_reason: str | None = None
+        self._workers: list[asyncio.Task] = []
+        self._changed: asyncio.Event | None = None
+        self._recorded_hosts: dict[str, tuple] = {}
+        db = self.store.db
+        fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
+        total, scored = db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
+        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0)
+
+    # -- opening a crawl directory ------------------------------------------------------------
+
+    @classmethod
+    def create(cls, config: CrawlConfig, directory: Path) -> Crawler:
+        """A new crawl; input is checked before anything is written."""
+        directory = Path(directory)
+        if (directory / "crawl.db").exists():
+            raise CrawlDirError(f"{directory}: already holds a crawl; continue it with 'focuscrawl resume {directory}'")
+        seeds = read_seeds(config)
+        expand(config.topic.positive, "topic.positive")
+        expand(config.topic.negative, "topic.negative")
+        directory.mkdir(parents=True, exist_ok=True)
+        dump_config(config, directory / CONFIG_FILE)
+        crawler = cls(directory, config)
+        with crawler.store.transaction():
+            for seed in seeds:
+                crawler.frontier.add(seed, host_of(seed), 0, None, crawler.priority(1.0, 0))
+            crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy)
+        return crawler
+
+    @classmethod
+    def open(cls, directory: Path, **budget) -> Crawler:
+        """An existing crawl, optionally with a new budget (``max_pages=…``)."""
+        directory = Path(directory)
+        if not (directory / "crawl.db").exists():
+            raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+        config = load_config(directory / CONFIG_FILE)
+        if budget:
+            config = config.model_copy(update={"budget": config.budget.model_copy(update=budget)})
+            dump_config(config, directory / CONFIG_FILE)
+        crawler = cls(directory, config)
+        critic_path = directory / CRITIC_FILE
+        if critic_path.exists():
+            crawler.critic = Critic.load(critic_path)
+        return crawler
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(self, on_progress=None, progress_every: float = 0.5) -> str:
+        """Crawl until the budget or the frontier is exhausted, or :meth:`stop` is called."""
+        self._changed = asyncio.Event()
+        requeued = self.frontier.load()
+        if requeued:
+            log.info("resume: %d URLs that were in flight are queued again", requeued)
+        self.progress.pages = self.progress.pages_at_start = self.frontier.done
+        self.progress.started = time.monotonic()
+        self.store.set_meta(state="running", pid=os.getpid(), run_started_at=time.time())
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.stop, f"signal {signal.Signals(signum).name}")
+        ticker = asyncio.create_task(self._tick(on_progress, progress_every)) if on_progress else None
+        deadline = loop.call_later(self.config.budget.max_seconds, self._time_up) if self.config.budget.max_seconds else None
+        state = "failed"
+        try:
+            async with Fetcher(self.config, self.hosts) as fetcher:
+                self.fetcher = fetcher
+                if self.critic is None and self.config.topic.positive:
+                    await self._train_critic()
+                self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
+                for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
+                    if isinstance(outcome, Exception):
+                        log.error("a crawl worker failed", exc_info=outcome)
+            state = "stopped" if self.stop_reason and self.stop_reason.startswith("signal") else "finished"
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            if deadline:
+                deadline.cancel()
+            if ticker:
+                ticker.cancel()
+            self._log_harvest()
+            self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted", stopped_at=time.time())
+            if on_progress:
+                on_progress(self._snapshot())
+            self.store.close()
+        log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
+        return state
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop now: fetches in flight are abandoned and stay queued for resume."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        for worker in self._workers:
+            worker.cancel()
+
+    def _time_up(self) -> None:
+        self.stop(f"budget: max_seconds {self.config.budget.max_seconds}")
+
+    async def _train_critic(self) -> None:
+        text = self.config.text
+        self.critic = await train_critic(self.config.topic, self.config.classifier, text.language, text.stem, self.fetcher)
+        self.critic.save(self.directory / CRITIC_FILE)
+
+    async def _tick(self, on_progress, every: float) -> None:
+        while True:
+            on_progress(self._snapshot())
+            await asyncio.sleep(every)
+
+    def _snapshot(self) -> Progress:
+        self.progress.frontier = self.frontier.size
+        self.progress.pages = self.frontier.done
+        return self.progress
+
+    async def _acquire(self) -> Item | None:
+        max_pages = self.config.budget.max_pages
+        while self.stop_reason is None:
+            if max_pages is not None and self.frontier.done + self.frontier.in_flight >= max_pages:
+                if self.frontier.in_flight == 0:
+                    self.stop_reason = f"budget: max_pages {max_pages}"
+                    self._changed.set()
+                return None
+            item = self.frontier.next_ready()
+            if item is not None:
+                return item
+            if self.frontier.size == 0 and self.frontier.in_flight == 0:
+                self._changed.set()
+                return None
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), self.frontier.seconds_to_next())
+            except TimeoutError:
+                pass
+        return None
+
+    async def _worker(self) -> None:
+        while (item := await self._acquire()) is not None:
+            try:
+                response = await self.fetcher.fetch(item.url)
+                try:
+                    self._handle(item, response)
+                except Exception:  # a bug must not kill the crawl; the URL is recorded as failed
+                    log.exception("%s: internal error while handling the page", item.url)
+                    response.error = "internal error while handling the page (see crawl.log)"
+                    with self.store.transaction():
+                        self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
+                        self.frontier.finish(item)
+            finally:
+                self.frontier.release(item)
+                self._changed.set()
+
+    # -- one page -----------------------------------------------------------------------------
+
+    def _handle(self, item: Item, response: Response) -> None:
+        page: Page | None = None
+        if response.ok_html:
+            try:
+                page = parse_html(response.body, response.final_url, response.charset, response.headers.get("x-robots-tag", ""))
+            except DecodeError as err:
+                response.error = str(err)
+        relevance = language_score = duplicate_of = digest = None
+        follow = False
+        if page is not None:
+            digest = content_hash(page.text)
+            duplicate = self.store.find_duplicate(digest)
+            if duplicate:
+                duplicate_of, relevance = duplicate
+            else:
+                follow = True
+                if self.config.text.language_check:
+                    language_score = stopword_score(page.text, self.config.text.language)
+                if language_score is not None and language_score < self.config.text.min_stopword_score:
+                    relevance, follow = 0.0, False
+                elif self.critic is not None:
+                    relevance = self.critic.score(page.text)
+        with self.store.transaction():
+            fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
+            if response.final_url != item.url and response.status is not None:
+                self.frontier.mark_fetched_alias(response.final_url, host_of(response.final_url), item.depth, item.parent_id)
+            if page is not None:
+                self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score)
+                if follow:
+                    self._queue_links(item, page, relevance)
+            self.frontier.finish(item)
+            self._record_host_state(item.host)
+        self._count(response, relevance)
+        if response.error:
+            log.info("%s: %s", item.url, response.error)
+
+    def _queue_links(self, item: Item, page: Page, relevance: float | None) -> None:
+        depth = item.depth + 1
+        priority = self.priority(relevance, depth)
+        max_depth = self.config.budget.max_depth
+        too_deep = max_depth is not None and depth > max_depth
+        rows = []
+        for link in page.links:
+            nofollow = page.nofollow or link.nofollow
+            reason = self.rules.rejection(link.url)
+            if reason is None and nofollow:
+                reason = "nofollow"
+            elif reason is None and too_deep:
+                reason = "beyond max depth"
+            target = self.frontier.add(link.url, host_of(link.url), depth, item.url_id, priority, reason)
+            rows.append((item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(nofollow)))
+        self.store.record_links(rows)
+
+    def _record_host_state(self, name: str) -> None:
+        """Persist failures, status and Crawl-delay when they change, and drop a host gone bad."""
+        host = self.hosts[name]
+        state = (host.failures, host.status, host.interval)
+        if self._recorded_hosts.get(name) != state:
+            self._recorded_hosts[name] = state
+            self.store.record_host(host, host.interval if host.interval != self.hosts.min_interval else None)
+            if host.status == BAD:
+                log.warning("host %s marked bad after %d failures: %d queued URLs dropped",
+                            name, host.failures, self.frontier.drop_host(name))
+        if self.fetcher.sitemaps:
+            for origin, urls in self.fetcher.sitemaps.items():
+                self.store.record_sitemaps(origin, urls)
+            self.fetcher.sitemaps.clear()
+
+    def _count(self, response: Response, relevance: float | None) -> None:
+        progress = self.progress
+        progress.fetched += response.status is not None
+        progress.errors += response.error is not None
+        if relevance is not None:
+            progress.relevance_sum += relevance
+            progress.scored += 1
+        if self.frontier.done % self.config.harvest_log_every == 0:
+            self._log_harvest()
+
+    def _log_harvest(self) -> None:
+        progress = self._snapshot()
+        self.store.log_harvest({
+            "pages": progress.pages, "fetched": progress.fetched, "scored": progress.scored,
+            "harvest_rate": progress.harvest_rate, "errors": progress.errors, "frontier": progress.frontier,
+            "time": round(time.time(), 3),
+        })

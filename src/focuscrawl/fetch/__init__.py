@@ -1,0 +1,1 @@
+"""Everything that talks to the network: HTTP, robots.txt, politeness, URL rules."""

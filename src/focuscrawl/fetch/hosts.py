@@ -1,0 +1,85 @@
+"""Per-host politeness clock and health: the one truth about when a host may be asked again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from focuscrawl.config import CrawlConfig
+
+OK, SLOW, BAD = "ok", "slow", "bad"
+
+
+@dataclass(slots=True)
+class Host:
+    name: str
+    interval: float
+    next_start: float = 0.0  # monotonic time before which no request may start
+    active: int = 0  # page fetches in flight (the per-host connection limit)
+    failures: int = 0  # consecutive network failures
+    status: str = OK
+    # the frontier's view: priority and id of the best queued URL, None when none is queued
+    best: float | None = None
+    best_id: int = 0
+
+
+class Hosts:
+    """Registry of hosts. Every request to a host, robots.txt and redirects included,
+    reserves a start time here, so the minimum interval holds however many workers run."""
+
+    def __init__(self, config: CrawlConfig):
+        self.min_interval = config.politeness.min_interval
+        self.crawl_delay_cap = config.politeness.crawl_delay_cap
+        self.connections = config.politeness.per_host_connections
+        self.slow_after = config.fetch.slow_after_failures
+        self.bad_after = config.fetch.bad_after_failures
+        self._hosts: dict[str, Host] = {}
+
+    def __getitem__(self, name: str) -> Host:
+        host = self._hosts.get(name)
+        if host is None:
+            host = self._hosts[name] = Host(name, self.min_interval)
+        return host
+
+    def __iter__(self):
+        return iter(self._hosts.values())
+
+    def set_crawl_delay(self, name: str, delay: float | None) -> None:
+        if delay:
+            host = self[name]
+            host.interval = max(self.min_interval, min(float(delay), self.crawl_delay_cap))
+
+    def reserve(self, name: str) -> float:
+        """Book the next start slot of the host; returns how long to wait for it."""
+        host = self[name]
+        now = time.monotonic()
+        start = max(now, host.next_start)
+        host.next_start = start + host.interval
+        return start - now
+
+    async def wait_turn(self, name: str) -> None:
+        delay = self.reserve(name)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def record_failure(self, name: str) -> str:
+        """BINGO! §2.3.8: a failing host becomes slow, the third failure makes it bad."""
+        host = self[name]
+        host.failures += 1
+        if host.failures >= self.bad_after:
+            host.status = BAD
+        elif host.failures >= self.slow_after:
+            host.status = SLOW
+        return host.status
+
+    def record_success(self, name: str) -> None:
+        host = self[name]
+        host.failures = 0
+        if host.status == SLOW:
+            host.status = OK
+
+    def restore(self, name: str, failures: int, status: str, crawl_delay: float | None) -> None:
+        host = self[name]
+        host.failures, host.status = failures, status
+        self.set_crawl_delay(name, crawl_delay)

@@ -1,0 +1,323 @@
+"""HTTP fetching: host map, politeness per request, robots.txt, redirects, caps, retries.
+
+One call, :meth:`Fetcher.fetch`, turns a URL into a :class:`Response`, never raising for
+network trouble: what went wrong is in ``Response.error``. Every exchange on the wire is kept
+so the archive can record requests and responses exactly as they happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+import zlib
+from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from protego import Protego
+
+from focuscrawl.config import CrawlConfig
+from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+ROBOTS_MAX_BYTES = 500_000
+ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+
+
+class PolicyRefusal(OSError):
+    """An address the configuration forbids (loopback_only)."""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and its response as they crossed the wire (body as received, maybe compressed)."""
+
+    url: str
+    request_headers: dict[str, str]
+    status: int = 0
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    raw_body: bytes = b""
+    truncated: bool = False
+
+
+@dataclass(slots=True)
+class Response:
+    url: str
+    final_url: str
+    started_at: float
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    mime: str = ""
+    charset: str | None = None
+    body: bytes = b""
+    error: str | None = None
+    redirects: list[tuple[int, str, str]] = field(default_factory=list)
+    exchanges: list[Exchange] = field(default_factory=list)
+    attempts: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok_html(self) -> bool:
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, reason: str, transient: bool, host_failure: bool):
+        super().__init__(reason)
+        self.reason, self.transient, self.host_failure = reason, transient, host_failure
+
+
+class HostMapResolver(AbstractResolver):
+    """Sends mapped host names to their loopback mirrors; with loopback_only, nothing else leaves."""
+
+    def __init__(self, host_map: dict[str, str], loopback_only: bool):
+        self.host_map = {name: address.rpartition(":") for name, address in host_map.items()}
+        self.loopback_only = loopback_only
+        self.fallback = DefaultResolver()
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        mapped = self.host_map.get(host.lower())
+        if mapped:
+            address, _, mapped_port = mapped
+            return [ResolveResult(hostname=host, host=address, port=int(mapped_port), family=socket.AF_INET, proto=0, flags=socket.AI_NUMERICHOST)]
+        if self.loopback_only and host.lower() != "localhost":
+            raise PolicyRefusal(f"host {host} is not in the host map and fetch.loopback_only is set")
+        return await self.fallback.resolve(host, port, family)
+
+    async def close(self) -> None:
+        await self.fallback.close()
+
+
+class Fetcher:
+    def __init__(self, config: CrawlConfig, hosts: Hosts):
+        self.config = config
+        self.hosts = hosts
+        self.rules = UrlRules(config)
+        self.user_agent = config.politeness.user_agent
+        self.obey_robots = config.politeness.robots
+        self._robots: dict[str, Protego | None] = {}
+        self._robots_pending: dict[str, asyncio.Future] = {}
+        self.sitemaps: dict[str, list[str]] = {}  # origin -> sitemap URLs named by its robots.txt
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Fetcher:
+        fetch = self.config.fetch
+        connector = aiohttp.TCPConnector(
+            limit=fetch.concurrency + 8,
+            ttl_dns_cache=fetch.dns_cache_seconds or None,
+            use_dns_cache=fetch.dns_cache_seconds > 0,
+            resolver=HostMapResolver(self.config.host_map.hosts, fetch.loopback_only),
+        )
+        timeout = aiohttp.ClientTimeout(total=fetch.total_timeout, sock_connect=fetch.connect_timeout, sock_read=fetch.read_timeout)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.session.close()
+
+    # -- the public call -------------------------------------------------------------------
+
+    async def fetch(self, url: str) -> Response:
+        """Fetch a page: robots.txt, politeness, retries and redirects included."""
+        response = Response(url=url, final_url=url, started_at=time.time())
+        clock = time.monotonic()
+        seen = {url}
+        current = url
+        try:
+            for _ in range(self.config.fetch.max_redirects + 1):
+                if self.obey_robots and not await self.allowed(current):
+                    response.error = "disallowed by robots.txt"
+                    return response
+                exchange = await self._with_retries(current, response, self._mime_caps)
+                location = _header(exchange.response_headers, "location")
+                if 300 <= exchange.status < 400 and location:
+                    target = canonical_url(urljoin(current, location))
+                    response.redirects.append((exchange.status, current, target))
+                    reason = self.rules.rejection(target)
+                    if reason:
+                        response.error = f"redirect to a URL not crawled ({reason}): {target}"
+                        return response
+                    if target in seen:
+                        response.error = f"redirect loop at {target}"
+                        return response
+                    seen.add(target)
+                    current = response.final_url = target
+                    continue
+                return response
+            response.error = f"more than {self.config.fetch.max_redirects} redirects"
+            return response
+        except _AttemptFailed as failure:
+            response.error = failure.reason
+            return response
+        finally:
+            response.seconds = time.monotonic() - clock
+
+    async def allowed(self, url: str) -> bool:
+        """robots.txt of the URL's origin, fetched once per origin and shared by all workers."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if origin not in self._robots:
+            pending = self._robots_pending.get(origin)
+            if pending is None:
+                pending = self._robots_pending[origin] = asyncio.get_running_loop().create_future()
+                try:
+                    self._robots[origin] = await self._load_robots(origin)
+                    pending.set_result(None)
+                except _AttemptFailed as failure:
+                    pending.set_exception(failure)
+                    raise
+                finally:
+                    del self._robots_pending[origin]
+            else:
+                await asyncio.shield(pending)
+        rules = self._robots[origin]
+        return rules is None or rules.can_fetch(url, self.user_agent)
+
+    # -- internals --------------------------------------------------------------------------
+
+    async def _load_robots(self, origin: str) -> Protego | None:
+        """2xx: its rules; 4xx: no rules; 5xx: everything disallowed (RFC 9309 §2.3.1.4)."""
+        response = Response(url=origin + "/robots.txt", final_url=origin + "/robots.txt", started_at=time.time())
+        current = response.url
+        for _ in range(5):
+            exchange = await self._with_retries(current, response, lambda mime: ROBOTS_MAX_BYTES)
+            location = _header(exchange.response_headers, "location")
+            if 300 <= exchange.status < 400 and location:
+                current = urljoin(current, location)
+                continue
+            break
+        host = host_of(origin)
+        if response.status is not None and 500 <= response.status:
+            return Protego.parse("User-agent: *\nDisallow: /\n")
+        if response.status is None or not 200 <= response.status < 300:
+            return None
+        rules = Protego.parse(response.body.decode("utf-8", errors="replace"))
+        self.hosts.set_crawl_delay(host, rules.crawl_delay(self.user_agent))
+        self.sitemaps[origin] = list(rules.sitemaps)
+        return rules
+
+    def _mime_caps(self, mime: str) -> int | None:
+        """Byte cap for an allowed MIME type, None if the type is not crawled."""
+        if mime not in self.config.fetch.mime_allow:
+            return None
+        caps = self.config.fetch.max_bytes
+        return caps.get(mime, caps.get("*", 1_000_000))
+
+    async def _with_retries(self, url: str, response: Response, caps) -> Exchange:
+        host = host_of(url)
+        fetch = self.config.fetch
+        for attempt in range(fetch.retries + 1):
+            if self.hosts[host].status == BAD:
+                raise _AttemptFailed(f"host {host} is marked bad after repeated failures", False, False)
+            response.attempts += 1
+            try:
+                exchange = await self._attempt(url, response, caps)
+            except _AttemptFailed as failure:
+                if failure.host_failure:
+                    self.hosts.record_failure(host)
+                if not failure.transient or attempt == fetch.retries or self.hosts[host].status == BAD:
+                    raise
+            else:
+                self.hosts.record_success(host)
+                if exchange.status not in RETRY_STATUSES or attempt == fetch.retries:
+                    return exchange
+            await asyncio.sleep(fetch.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _wire_url(self, url: str) -> str:
+        """https of a mapped host goes over plain http when the host map says so."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme == "https" and self.config.host_map.https_to_http and host in self.config.host_map.hosts:
+            netloc = parts.netloc if parts.port not in (None, 443) else parts.netloc.rsplit(":443", 1)[0]
+            return urlunsplit(("http", netloc, parts.path, parts.query, ""))
+        if self.config.fetch.loopback_only:
+            try:
+                if not ipaddress.ip_address(host).is_loopback:
+                    raise _AttemptFailed(f"address {host} is outside loopback and fetch.loopback_only is set", False, False)
+            except ValueError:
+                pass
+        return url
+
+    async def _attempt(self, url: str, response: Response, caps) -> Exchange:
+        """One request on the wire; fills ``response`` with what it learned."""
+        request_headers = {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"}
+        exchange = Exchange(url, request_headers)
+        response.exchanges.append(exchange)
+        await self.hosts.wait_turn(host_of(url))
+        try:
+            async with self.session.get(self._wire_url(url), headers=request_headers, allow_redirects=False) as resp:
+                exchange.status, exchange.reason = resp.status, resp.reason or ""
+                exchange.http_version = f"HTTP/{resp.version.major}.{resp.version.minor}"
+                exchange.response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+                response.status, response.headers = resp.status, {k.lower(): v for k, v in exchange.response_headers}
+                response.mime, response.charset, response.body, response.error = "", None, b"", None
+                if 300 <= resp.status < 400 and "location" in response.headers:
+                    return exchange
+                response.mime = resp.content_type if "content-type" in response.headers else "text/html"
+                response.charset = resp.charset
+                cap = caps(response.mime)
+                if cap is None:
+                    response.error = f"MIME type {response.mime} is not in fetch.mime_allow"
+                    return exchange
+                if resp.content_length is not None and resp.content_length > cap:
+                    response.error = f"body of {resp.content_length} bytes exceeds the {cap}-byte cap for {response.mime}"
+                    return exchange
+                exchange.raw_body, exchange.truncated = await _read_capped(resp.content, cap)
+                if exchange.truncated:
+                    response.error = f"body exceeds the {cap}-byte cap for {response.mime}; download aborted"
+                    return exchange
+                response.body, response.error = _decode_content(exchange.raw_body, response.headers.get("content-encoding", ""), cap)
+                return exchange
+        except PolicyRefusal as err:
+            raise _AttemptFailed(str(err), False, False) from None
+        except asyncio.TimeoutError:
+            raise _AttemptFailed("timeout", True, True) from None
+        except aiohttp.ClientConnectorError as err:
+            raise _AttemptFailed(f"cannot connect: {err.os_error.strerror or err.os_error}", True, True) from None
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
+            raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, True) from None
+        except (aiohttp.ClientResponseError, aiohttp.InvalidURL, ValueError) as err:
+            raise _AttemptFailed(f"bad response: {type(err).__name__}: {err}", False, False) from None
+
+
+async def _read_capped(stream: aiohttp.StreamReader, cap: int) -> tuple[bytes, bool]:
+    body = bytearray()
+    async for chunk in stream.iter_any():
+        body += chunk
+        if len(body) > cap:
+            return bytes(body[:cap]), True
+    return bytes(body), False
+
+
+def _decode_content(raw: bytes, encoding: str, cap: int) -> tuple[bytes, str | None]:
+    """gzip/deflate with a cap on the inflated size, so a small bomb cannot fill memory."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return raw, None
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return b"", f"unsupported Content-Encoding {encoding!r}"
+    for wbits in (47, -15) if encoding == "deflate" else (31,):
+        inflater = zlib.decompressobj(wbits)
+        try:
+            body = inflater.decompress(raw, cap + 1)
+        except zlib.error:
+            continue
+        if len(body) > cap:
+            return b"", f"decompressed body exceeds the {cap}-byte cap"
+        return body, None
+    return b"", f"corrupt {encoding} body"
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None

@@ -1,0 +1,158 @@
+"""HTML bytes to one :class:`Page`: text, links, and the numbered DOM leaves the apprentice needs.
+
+Leaves are numbered left to right as in Chakrabarti et al. 2002 §2.2.1: every non-blank text
+node is a leaf, and so is every element with neither children nor text (``<img>``, ``<br>``,
+an empty ``<td>``), so empty leaves get numbers too. An anchor spans leaves
+``leaf_start..leaf_end``; a token in leaf m is at offset m − leaf_start to the left,
+0 inside, m − leaf_end to the right.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import charset_normalizer
+from lxml import etree
+
+from focuscrawl.fetch.urls import canonical_url
+
+INVISIBLE = frozenset({"script", "style", "noscript", "template", "head", "svg", "math"})
+LINK_TAGS = frozenset({"a", "area"})
+UNFOLLOWABLE = ("javascript:", "mailto:", "data:", "tel:", "#")
+META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
+
+
+class DecodeError(ValueError):
+    """The body is not text in any encoding we can determine."""
+
+
+@dataclass(slots=True)
+class Link:
+    url: str
+    anchor_text: str
+    leaf_start: int
+    leaf_end: int
+    nofollow: bool = False
+
+
+@dataclass(slots=True)
+class Page:
+    url: str
+    title: str = ""
+    text: str = ""
+    leaves: list[str] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    base_href: str | None = None
+    canonical: str | None = None
+    noindex: bool = False
+    nofollow: bool = False
+    charset: str = "utf-8"
+
+
+def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, str]:
+    """Decode by BOM, then the HTTP header, then <meta charset>, then detection."""
+    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if body.startswith(bom):
+            return body.decode(name, errors="replace"), name
+    declared = [header_charset] if header_charset else []
+    match = META_CHARSET.search(body[:4096])
+    if match:
+        declared.append(match.group(1).decode("ascii"))
+    for name in [*declared, "utf-8"]:
+        try:
+            codec = codecs.lookup(name).name
+            return body.decode(codec), codec
+        except (LookupError, UnicodeDecodeError):
+            continue
+    if not body:
+        return "", "utf-8"
+    best = charset_normalizer.from_bytes(body[:200_000]).best()
+    if best is None or _looks_binary(body[:4096]):
+        raise DecodeError(f"cannot decode body (declared charset: {', '.join(declared) or 'none'})")
+    return body.decode(best.encoding, errors="replace"), best.encoding
+
+
+def _looks_binary(sample: bytes) -> bool:
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13))
+    return controls > len(sample) * 0.1
+
+
+def _robots_directives(value: str) -> set[str]:
+    return {part.strip().lower() for part in value.split(",")}
+
+
+def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_header: str = "") -> Page:
+    """Parse bytes that may be broken HTML; raises :class:`DecodeError` only if undecodable."""
+    text, charset = decode_html(body, header_charset)
+    page = Page(url=url, charset=charset)
+    directives = _robots_directives(robots_header)
+    root = etree.fromstring(text.encode("utf-8"), _PARSER) if text.strip() else None
+    if root is not None:
+        _read_head(root, page, directives)
+        _walk_leaves(root, page, base=urljoin(url, page.base_href) if page.base_href else url)
+    page.noindex = "noindex" in directives or "none" in directives
+    page.nofollow = "nofollow" in directives or "none" in directives
+    page.text = " ".join(leaf for leaf in page.leaves if leaf)
+    return page
+
+
+def _read_head(root: etree._Element, page: Page, directives: set[str]) -> None:
+    title = root.find(".//title")
+    if title is not None:
+        page.title = " ".join("".join(title.itertext()).split())
+    base = root.find(".//base[@href]")
+    if base is not None:
+        page.base_href = base.get("href").strip()
+    for meta in root.iterfind(".//meta[@name]"):
+        if meta.get("name", "").lower() in ("robots", "focuscrawl"):
+            directives.update(_robots_directives(meta.get("content", "")))
+    for link in root.iterfind(".//link[@rel][@href]"):
+        if "canonical" in link.get("rel", "").lower().split():
+            page.canonical = _absolute(page.url, link.get("href"))
+            break
+
+
+def _absolute(base: str, href: str) -> str | None:
+    href = href.strip()
+    if not href or href.lower().startswith(UNFOLLOWABLE):
+        return None
+    try:
+        return canonical_url(urljoin(base, href))
+    except ValueError:
+        return None
+
+
+def _walk_leaves(root: etree._Element, page: Page, base: str) -> None:
+    leaves = page.leaves
+    open_anchors: list[tuple[etree._Element, int]] = []
+    walker = etree.iterwalk(root, events=("start", "end"))
+    for event, element in walker:
+        tag = element.tag
+        if not isinstance(tag, str):
+            continue
+        if event == "start":
+            if tag in INVISIBLE:
+                walker.skip_subtree()
+                continue
+            if tag in LINK_TAGS and element.get("href") is not None:
+                open_anchors.append((element, len(leaves)))
+            content = element.text
+            if content and content.strip():
+                leaves.append(" ".join(content.split()))
+            elif len(element) == 0:
+                leaves.append("")
+        else:
+            if open_anchors and open_anchors[-1][0] is element:
+                _, start = open_anchors.pop()
+                target = _absolute(base, element.get("href"))
+                if target is not None:
+                    anchor = " ".join(leaf for leaf in leaves[start:] if leaf)
+                    rel = element.get("rel", "").lower().split()
+                    page.links.append(Link(target, anchor, start, len(leaves) - 1, "nofollow" in rel))
+            tail = element.tail
+            if tail and tail.strip() and element is not root:
+                leaves.append(" ".join(tail.split()))

@@ -1,0 +1,324 @@
+"""The crawl directory and its repository: SQLite (the truth), WARC (the archive), logs.
+
+Layout of one crawl directory::
+
+    config.yml      the validated configuration the crawl runs with
+    crawl.db        SQLite (WAL): urls (seen set + frontier), fetches, documents, links, hosts
+    warc/           request and response records, crawl-NNNNN.warc.gz
+    models/         the critic
+    harvest.jsonl   one line per N pages: pages so far and running harvest rate
+    crawl.log       what happened, for people
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from focuscrawl.fetch.http import Response
+
+QUEUED, IN_FLIGHT, DONE, SKIPPED = 0, 1, 2, 3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
+    host TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    parent_id INTEGER,
+    priority REAL NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,      -- 0 queued, 1 in flight, 2 done, 3 skipped
+    skip_reason TEXT,
+    discovered_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS urls_frontier ON urls (host, priority DESC, id) WHERE state = 0;
+CREATE TABLE IF NOT EXISTS fetches (
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL REFERENCES urls(id),
+    url TEXT NOT NULL,
+    final_url TEXT,
+    status INTEGER,
+    error TEXT,
+    mime TEXT,
+    headers TEXT,
+    redirects TEXT,
+    depth INTEGER,
+    parent_id INTEGER,
+    fetched_at REAL NOT NULL,
+    seconds REAL,
+    attempts INTEGER,
+    bytes INTEGER,
+    warc_file TEXT
+);
+CREATE INDEX IF NOT EXISTS fetches_url ON fetches (url_id);
+CREATE TABLE IF NOT EXISTS documents (
+    url_id INTEGER PRIMARY KEY REFERENCES urls(id),
+    fetch_id INTEGER NOT NULL REFERENCES fetches(id),
+    title TEXT,
+    text TEXT,
+    content_hash TEXT NOT NULL,
+    duplicate_of INTEGER,
+    relevance REAL,
+    canonical TEXT,
+    charset TEXT,
+    language_score INTEGER
+);
+CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash);
+CREATE TABLE IF NOT EXISTS links (
+    source_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    anchor_text TEXT,
+    leaf_start INTEGER,
+    leaf_end INTEGER,
+    nofollow INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS links_source ON links (source_id);
+CREATE INDEX IF NOT EXISTS links_target ON links (target_id);
+CREATE TABLE IF NOT EXISTS hosts (
+    host TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    crawl_delay REAL
+);
+CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
+"""
+
+
+class CrawlDirError(ValueError):
+    """A crawl directory that is missing or not one of ours."""
+
+
+def content_hash(text: str) -> str:
+    """BINGO!: exact duplicates are recognised by the MD5 of the text."""
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives kill -9
+    db.execute("PRAGMA foreign_keys=OFF")
+    db.execute("PRAGMA cache_size=-65536")  # 64 MiB of page cache; the frontier itself stays on disk
+    return db
+
+
+def open_existing(directory: Path) -> sqlite3.Connection:
+    path = Path(directory) / "crawl.db"
+    if not path.is_file():
+        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+    db = connect(path)
+    try:
+        db.execute("SELECT 1 FROM meta LIMIT 1")
+    except sqlite3.DatabaseError as err:
+        raise CrawlDirError(f"{path}: not a focuscrawl database: {err}") from None
+    return db
+
+
+class Store:
+    """Everything the crawl writes goes through here, one transaction per page."""
+
+    def __init__(self, directory: Path, warc: bool = True, warc_max_bytes: int = 1_000_000_000):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "models").mkdir(exist_ok=True)
+        self.db = connect(self.directory / "crawl.db")
+        self.db.executescript(SCHEMA)
+        self.warc = WarcArchive(self.directory / "warc", warc_max_bytes) if warc else None
+        self.harvest_log = open(self.directory / "harvest.jsonl", "a", encoding="utf-8")
+
+    def close(self) -> None:
+        if self.warc:
+            self.warc.close()
+        self.harvest_log.close()
+        self.db.close()
+
+    @contextmanager
+    def transaction(self):
+        self.db.execute("BEGIN")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, **values) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [(k, str(v)) for k, v in values.items()])
+
+    # -- one fetched page ---------------------------------------------------------------
+
+    def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int:
+        """Archive the exchanges, then insert the attempt; call inside :meth:`transaction`."""
+        warc_file = self.warc.write(response) if self.warc and response.exchanges else None
+        cursor = self.db.execute(
+            "INSERT INTO fetches (url_id, url, final_url, status, error, mime, headers, redirects, depth, parent_id,"
+            " fetched_at, seconds, attempts, bytes, warc_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                url_id, response.url, response.final_url, response.status, response.error, response.mime or None,
+                json.dumps(response.headers) if response.headers else None,
+                json.dumps(response.redirects) if response.redirects else None,
+                depth, parent_id, response.started_at, round(response.seconds, 4), response.attempts,
+                len(response.body), warc_file,
+            ),
+        )
+        return cursor.lastrowid
+
+    def find_duplicate(self, digest: str) -> tuple[int, float | None] | None:
+        row = self.db.execute(
+            "SELECT url_id, relevance FROM documents WHERE content_hash = ? AND duplicate_of IS NULL LIMIT 1", (digest,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def record_document(self, url_id: int, fetch_id: int, page, digest: str, duplicate_of: int | None,
+                        relevance: float | None, language_score: int | None) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO documents (url_id, fetch_id, title, text, content_hash, duplicate_of, relevance,"
+            " canonical, charset, language_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (url_id, fetch_id, page.title, page.text if duplicate_of is None else None, digest, duplicate_of,
+             relevance, page.canonical, page.charset, language_score),
+        )
+
+    def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None:
+        self.db.executemany(
+            "INSERT INTO links (source_id, target_id, anchor_text, leaf_start, leaf_end, nofollow) VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def record_host(self, host, crawl_delay: float | None = None) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO hosts (host, failures, status, crawl_delay) VALUES (?, ?, ?, ?)",
+            (host.name, host.failures, host.status, crawl_delay),
+        )
+
+    def record_sitemaps(self, origin: str, urls: list[str]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO sitemaps (origin, url) VALUES (?, ?)", [(origin, u) for u in urls])
+
+    def log_harvest(self, entry: dict) -> None:
+        self.harvest_log.write(json.dumps(entry) + "\n")
+        self.harvest_log.flush()
+
+
+class WarcArchive:
+    """Request and response records in gzip WARC files that roll over at a size limit."""
+
+    def __init__(self, directory: Path, max_bytes: int):
+        self.directory = directory
+        directory.mkdir(exist_ok=True)
+        self.max_bytes = max_bytes
+        existing = sorted(directory.glob("crawl-*.warc.gz"))
+        self.serial = int(existing[-1].name[6:11]) if existing else 0
+        self._file = None
+        self._writer = None
+
+    def _open(self) -> None:
+        path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
+        if path.exists() and path.stat().st_size >= self.max_bytes:
+            self.serial += 1
+            path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
+        self._file = open(path, "ab")
+        self._writer = WARCWriter(self._file, gzip=True)
+        if self._file.tell() == 0:
+            info = {"software": "focuscrawl", "format": "WARC File Format 1.1", "hostname": os.uname().nodename}
+            self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
+
+    def write(self, response: Response) -> str:
+        if self._file is None or self._file.tell() >= self.max_bytes:
+            self.close()
+            self._open()
+        writer = self._writer
+        for exchange in response.exchanges:
+            if not exchange.status:
+                continue
+            target = urlsplit_path(exchange.url)
+            request_headers = StatusAndHeaders(f"GET {target} HTTP/1.1", list(exchange.request_headers.items()), is_http_request=True)
+            request = writer.create_warc_record(exchange.url, "request", http_headers=request_headers)
+            headers = StatusAndHeaders(f"{exchange.status} {exchange.reason}", exchange.response_headers, protocol=exchange.http_version)
+            warc_headers = {"WARC-Truncated": "length"} if exchange.truncated else None
+            record = writer.create_warc_record(
+                exchange.url, "response", payload=io.BytesIO(exchange.raw_body), http_headers=headers,
+                warc_headers_dict=warc_headers,
+            )
+            writer.write_record(record)
+            request.rec_headers.replace_header("WARC-Concurrent-To", record.rec_headers.get_header("WARC-Record-ID"))
+            writer.write_record(request)
+        self._file.flush()
+        return Path(self._file.name).name
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+            self._file = None
+
+
+def urlsplit_path(url: str) -> str:
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+# -- read-only views over a crawl directory (status, export) --------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def crawl_status(db: sqlite3.Connection) -> dict:
+    """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    state = meta.get("state", "new")
+    if state == "running" and not _pid_alive(int(meta.get("pid", 0) or 0)):
+        state = "stopped"
+    fetched, errors, attempts = db.execute("SELECT COUNT(status), COUNT(error), COUNT(*) FROM fetches").fetchone()
+    stored, harvest, relevant, duplicates = db.execute(
+        "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
+    ).fetchone()
+    counts = dict(db.execute("SELECT state, COUNT(*) FROM urls GROUP BY state").fetchall())
+    return {
+        "state": state,
+        "pages_fetched": fetched,
+        "pages_stored": stored,
+        "fetch_attempts": attempts,
+        "errors": errors,
+        "frontier_size": counts.get(QUEUED, 0) + counts.get(IN_FLIGHT, 0),
+        "urls_seen": sum(counts.values()),
+        "urls_skipped": counts.get(SKIPPED, 0),
+        "harvest_rate": harvest,
+        "relevant_pages": relevant,
+        "duplicates": duplicates,
+        "bad_hosts": db.execute("SELECT COUNT(*) FROM hosts WHERE status = 'bad'").fetchone()[0],
+        "stop_reason": meta.get("stop_reason"),
+    }
+
+
+EXPORT_FIELDS = ("url", "final_url", "status", "error", "depth", "relevance", "title", "fetched_at")
+
+
+def export_rows(db: sqlite3.Connection):
+    """One record per fetch attempt, in fetch order."""
+    query = (
+        "SELECT f.url, f.final_url, f.status, f.error, f.depth, d.relevance, d.title, f.fetched_at"
+        " FROM fetches f LEFT JOIN documents d ON d.fetch_id = f.id ORDER BY f.id"
+    )
+    for row in db.execute(query):
+        yield dict(zip(EXPORT_FIELDS, row))

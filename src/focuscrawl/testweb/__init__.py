@@ -1,0 +1,1 @@
+"""Local webs for tests and benchmarks."""
