@@ -6,11 +6,10 @@ import pickle
 from pathlib import Path
 
 import numpy as np
-from scipy import sparse
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
-from sklearn.calibration import CalibratedClassifierCV
+from scipy import optimize, sparse
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.feature_extraction.text import CountVectorizer
-from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
@@ -42,37 +41,69 @@ class PantTfidf(TransformerMixin, BaseEstimator):
         return weights
 
 
-def make_classifier(name: str, analyzer: Analyzer, smallest_class: int) -> Pipeline:
+def make_classifier(name: str, analyzer: Analyzer) -> Pipeline:
     """Text in, Pr(class) out. Names are the config's ``classifier`` values."""
     vectorizer = CountVectorizer(analyzer=analyzer)
     if name == "svm-linear":
-        # Pant §4.3: linear kernel, C = 1, outputs turned into probabilities by Platt's sigmoid,
-        # fitted on cross-validated decision values (or, with one example of a class, on the training ones)
-        svm = SVC(kernel="linear", C=1.0)
-        folds = min(5, smallest_class)
-        platt = (CalibratedClassifierCV(svm, method="sigmoid", cv=folds, ensemble=False) if folds >= 2
-                 else _PlattOnTrainingData(svm))
-        return Pipeline([("counts", vectorizer), ("tfidf", PantTfidf()), ("svm", platt)])
+        # Pant §4.3: linear kernel, C = 1, outputs turned into probabilities by Platt's sigmoid
+        return Pipeline([("counts", vectorizer), ("tfidf", PantTfidf()), ("svm", PlattSVM(kernel="linear", C=1.0))])
     if name == "nb-multinomial":
         # Chakrabarti eqs. 1-2: multinomial over term counts, Laplace smoothing
         return Pipeline([("counts", vectorizer), ("nb", MultinomialNB(alpha=1.0))])
     raise ValueError(f"unknown classifier {name!r}")
 
 
-class _PlattOnTrainingData(ClassifierMixin, BaseEstimator):
-    """Weka SMO's default: fit the SVM, then the sigmoid on its own training outputs."""
+class PlattSVM(ClassifierMixin, BaseEstimator):
+    """An SVM whose outputs g(x) become Pr(+1|x) = 1 / (1 + exp(A·g(x) + B)) (Platt 1999; Pant eq. 7).
+    A and B are fitted on cross-validated outputs when each class has ``folds`` examples, else on
+    the training outputs, as Weka's SMO does; targets are Platt's smoothed labels."""
 
-    def __init__(self, estimator):
-        self.estimator = estimator
+    def __init__(self, kernel: str = "linear", C: float = 1.0, degree: int = 3, folds: int = 5):
+        self.kernel, self.C, self.degree, self.folds = kernel, C, degree, folds
 
-    def fit(self, X, y) -> _PlattOnTrainingData:
-        fitted = clone(self.estimator).fit(X, y)
-        self.calibrated_ = CalibratedClassifierCV(FrozenEstimator(fitted), method="sigmoid").fit(X, y)
-        self.classes_ = self.calibrated_.classes_
+    def fit(self, X, y) -> PlattSVM:
+        y = np.asarray(y)
+        self.classes_ = np.unique(y)
+        svm = SVC(kernel=self.kernel, C=self.C, degree=self.degree, gamma=1.0, coef0=1.0)
+        smallest = min(np.sum(y == c) for c in self.classes_)
+        if smallest >= self.folds:
+            scores = cross_val_predict(svm, X, y, cv=StratifiedKFold(self.folds), method="decision_function")
+        else:
+            scores = None
+        self.svm_ = svm.fit(X, y)
+        if scores is None:
+            scores = self.svm_.decision_function(X)
+        self.sigmoid_ = platt_sigmoid(scores, y == self.classes_[1])
         return self
 
+    def decision_function(self, X) -> np.ndarray:
+        return self.svm_.decision_function(X)
+
     def predict_proba(self, X) -> np.ndarray:
-        return self.calibrated_.predict_proba(X)
+        a, b = self.sigmoid_
+        positive = 1.0 / (1.0 + np.exp(np.clip(a * self.decision_function(X) + b, -500, 500)))
+        return np.column_stack([1.0 - positive, positive])
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+
+
+def platt_sigmoid(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float]:
+    """(A, B) minimising the log loss against Platt's targets (N+ + 1)/(N+ + 2) and 1/(N- + 2)."""
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    targets = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+
+    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+        z = params[0] * scores + params[1]
+        p = 1.0 / (1.0 + np.exp(np.clip(z, -500, 500)))
+        # −log p = log(1 + e^z), −log(1 − p) = log(1 + e^−z); d/dz of the sum is t − p
+        value = np.sum(targets * np.logaddexp(0, z) + (1 - targets) * np.logaddexp(0, -z))
+        gradient_z = targets - p
+        return value, np.array([np.dot(gradient_z, scores), gradient_z.sum()])
+
+    start = np.array([0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))])
+    result = optimize.minimize(loss, start, jac=True, method="L-BFGS-B")
+    return float(result.x[0]), float(result.x[1])
 
 
 class Critic:
@@ -86,8 +117,7 @@ class Critic:
     def fit(self, positives: list[str], negatives: list[str]) -> Critic:
         if not positives or not negatives:
             raise ValueError("the critic needs at least one positive and one negative example")
-        self.model_ = make_classifier(self.classifier, Analyzer(self.language, self.stem),
-                                      min(len(positives), len(negatives)))
+        self.model_ = make_classifier(self.classifier, Analyzer(self.language, self.stem))
         self.model_.fit(positives + negatives, [1] * len(positives) + [0] * len(negatives))
         self.positive_column_ = list(self.model_.classes_).index(1)
         return self

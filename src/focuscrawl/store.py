@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS documents (
     relevance REAL,
     canonical TEXT,
     charset TEXT,
+    noindex INTEGER NOT NULL DEFAULT 0,
     language_score INTEGER
 );
 CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash);
@@ -187,11 +188,13 @@ class Store:
 
     def record_document(self, url_id: int, fetch_id: int, page, digest: str, duplicate_of: int | None,
                         relevance: float | None, language_score: int | None) -> None:
+        """Every parsed page gets a row (its score counts in the harvest rate); the text is kept
+        only for pages that may be indexed and are not duplicates."""
         self.db.execute(
             "INSERT OR REPLACE INTO documents (url_id, fetch_id, title, text, content_hash, duplicate_of, relevance,"
-            " canonical, charset, language_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (url_id, fetch_id, page.title, page.text if duplicate_of is None else None, digest, duplicate_of,
-             relevance, page.canonical, page.charset, language_score),
+            " canonical, charset, noindex, language_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (url_id, fetch_id, page.title, None if duplicate_of or page.noindex else page.text, digest, duplicate_of,
+             relevance, page.canonical, page.charset, int(page.noindex), language_score),
         )
 
     def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None:

@@ -163,20 +163,17 @@ class Fetcher:
         """robots.txt of the URL's origin, fetched once per origin and shared by all workers."""
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
-        if origin not in self._robots:
+        while origin not in self._robots:
             pending = self._robots_pending.get(origin)
-            if pending is None:
-                pending = self._robots_pending[origin] = asyncio.get_running_loop().create_future()
-                try:
-                    self._robots[origin] = await self._load_robots(origin)
-                    pending.set_result(None)
-                except _AttemptFailed as failure:
-                    pending.set_exception(failure)
-                    raise
-                finally:
-                    del self._robots_pending[origin]
-            else:
+            if pending is not None:  # another worker is loading it; if that fails, try ourselves
                 await asyncio.shield(pending)
+                continue
+            pending = self._robots_pending[origin] = asyncio.get_running_loop().create_future()
+            try:
+                self._robots[origin] = await self._load_robots(origin)
+            finally:
+                del self._robots_pending[origin]
+                pending.set_result(None)
         rules = self._robots[origin]
         return rules is None or rules.can_fetch(url, self.user_agent)
 
@@ -281,6 +278,8 @@ class Fetcher:
         except asyncio.TimeoutError:
             raise _AttemptFailed("timeout", True, True) from None
         except aiohttp.ClientConnectorError as err:
+            if isinstance(err.os_error, PolicyRefusal):
+                raise _AttemptFailed(str(err.os_error), False, False) from None
             raise _AttemptFailed(f"cannot connect: {err.os_error.strerror or err.os_error}", True, True) from None
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
             raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, True) from None

@@ -1,0 +1,203 @@
+"""The fetcher against real misbehaving servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+
+from aiohttp import web
+
+from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.fetch.http import Fetcher
+
+PAGE = "<html><head><title>ok</title></head><body><p>hello</p></body></html>"
+
+
+def fetch_all(config, *urls):
+    async def go():
+        hosts = Hosts(config)
+        async with Fetcher(config, hosts) as fetcher:
+            return [await fetcher.fetch(url) for url in urls], hosts
+
+    return asyncio.run(go())
+
+
+def misbehaving_app(robots: str = "User-agent: *\nAllow: /\n", robots_status: int = 200) -> web.Application:
+    state = {"flaky": 0}
+
+    async def robots_txt(request):
+        return web.Response(status=robots_status, text=robots, content_type="text/plain")
+
+    async def page(request):
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def redirect(request):
+        n = int(request.match_info["n"])
+        raise web.HTTPFound(f"/redirect/{n - 1}" if n > 1 else "/page")
+
+    async def loop_a(request):
+        raise web.HTTPMovedPermanently("/loop/b")
+
+    async def loop_b(request):
+        raise web.HTTPMovedPermanently("/loop/a")
+
+    async def latin(request):
+        body = "<html><body><p>Café crème à la française</p></body></html>".encode("windows-1252")
+        return web.Response(body=body, headers={"Content-Type": "text/html; charset=windows-1252"})
+
+    async def garbage(request):
+        return web.Response(body=bytes(range(32)) * 200, content_type="text/html")
+
+    async def big(request):
+        return web.Response(body=b"<p>" + b"x" * 300_000 + b"</p>", content_type="text/html")
+
+    async def endless(request):
+        response = web.StreamResponse(headers={"Content-Type": "text/html"})
+        await response.prepare(request)
+        while True:
+            await response.write(b"<p>" + b"y" * 8192 + b"</p>")
+            await asyncio.sleep(0)
+
+    async def bomb(request):
+        body = gzip.compress(b"<p>" + b"0" * 5_000_000 + b"</p>")
+        return web.Response(body=body, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+
+    async def gzipped(request):
+        return web.Response(body=gzip.compress(PAGE.encode()), headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
+
+    async def slow(request):
+        await asyncio.sleep(10)
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def reset(request):
+        request.transport.abort()
+        await asyncio.sleep(1)
+        return web.Response(text="never")
+
+    async def flaky(request):
+        state["flaky"] += 1
+        if state["flaky"] == 1:
+            return web.Response(status=503, text="busy")
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def pdf(request):
+        return web.Response(body=b"%PDF-1.4", content_type="application/pdf")
+
+    app = web.Application()
+    for path, handler in [("/robots.txt", robots_txt), ("/page", page), ("/redirect/{n}", redirect),
+                          ("/loop/a", loop_a), ("/loop/b", loop_b), ("/latin", latin), ("/garbage", garbage),
+                          ("/big", big), ("/endless", endless), ("/bomb", bomb), ("/gzipped", gzipped),
+                          ("/slow", slow), ("/reset", reset), ("/flaky", flaky), ("/doc.pdf", pdf)]:
+        app.router.add_get(path, handler)
+    return app
+
+
+def test_redirect_chain_is_followed_and_recorded(serve, make_config):
+    server = serve(misbehaving_app())
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"]), server.url("/redirect/3"))
+    assert response.error is None and response.status == 200
+    assert response.final_url == server.url("/page")
+    assert [hop[2] for hop in response.redirects] == [server.url("/redirect/2"), server.url("/redirect/1"), server.url("/page")]
+
+
+def test_redirect_loop_and_too_many_redirects_are_errors(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], fetch={"max_redirects": 2})
+    (looped, long_chain), _ = fetch_all(config, server.url("/loop/a"), server.url("/redirect/5"))
+    assert looped.error.startswith("redirect loop")
+    assert long_chain.error == "more than 2 redirects"
+
+
+def test_gzip_is_decoded_and_a_gzip_bomb_is_capped(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], fetch={"max_bytes": {"text/html": 1_000_000, "*": 1000}})
+    (plain, bomb), _ = fetch_all(config, server.url("/gzipped"), server.url("/bomb"))
+    assert plain.body == PAGE.encode()
+    assert bomb.body == b"" and "decompressed body exceeds the 1000000-byte cap" in bomb.error
+
+
+def test_oversized_and_endless_bodies_are_aborted_at_the_cap(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], fetch={"max_bytes": {"text/html": 100_000, "*": 1000}})
+    (big, endless), _ = fetch_all(config, server.url("/big"), server.url("/endless"))
+    assert "exceeds the 100000-byte cap" in big.error
+    assert "exceeds the 100000-byte cap" in endless.error
+    assert endless.exchanges[-1].truncated and len(endless.exchanges[-1].raw_body) == 100_000
+
+
+def test_mime_outside_the_allow_list_is_not_downloaded(serve, make_config):
+    server = serve(misbehaving_app())
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"]), server.url("/doc.pdf"))
+    assert response.error == "MIME type application/pdf is not in fetch.mime_allow"
+    assert response.body == b""
+
+
+def test_slow_server_times_out_and_counts_as_host_failure(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], fetch={"read_timeout": 0.3, "total_timeout": 0.5, "retries": 0})
+    (response,), hosts = fetch_all(config, server.url("/slow"))
+    assert response.error == "timeout"
+    assert hosts[f"127.0.0.1:{server.port}"].failures == 1
+
+
+def test_connection_reset_is_retried_then_reported(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], fetch={"retries": 1, "bad_after_failures": 5})
+    (response,), _ = fetch_all(config, server.url("/reset"))
+    assert response.error.startswith("connection broken")
+    assert response.attempts == 2
+    assert server.paths().count("/reset") >= 2  # aiohttp itself may retry once on a reused connection
+
+
+def test_transient_503_is_retried_with_backoff(serve, make_config):
+    server = serve(misbehaving_app())
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"]), server.url("/flaky"))
+    assert response.status == 200 and response.attempts == 2
+
+
+def test_host_is_marked_bad_after_three_failures(make_config):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    config = make_config(seeds=["http://x/"], fetch={"retries": 5, "backoff": 0.0},
+                         host_map={"hosts": {"down.test": f"127.0.0.1:{closed_port}"}})
+    (first, second), hosts = fetch_all(config, "http://down.test/a", "http://down.test/b")
+    assert first.error.startswith("cannot connect")
+    assert hosts["down.test"].status == BAD and hosts["down.test"].failures == 3
+    assert "marked bad" in second.error and second.attempts == 0
+
+
+def test_robots_disallow_allow_and_wildcards(serve, make_config):
+    robots = "User-agent: *\nDisallow: /redirect/\nAllow: /redirect/1\nDisallow: /*.pdf$\n"
+    server = serve(misbehaving_app(robots))
+    urls = [server.url(p) for p in ("/page", "/redirect/2", "/redirect/1", "/doc.pdf")]
+    responses, _ = fetch_all(make_config(seeds=["http://x/"]), *urls)
+    assert [r.error == "disallowed by robots.txt" for r in responses] == [False, True, False, True]
+    assert server.paths().count("/robots.txt") == 1
+
+
+def test_robots_ignored_when_turned_off(serve, make_config):
+    server = serve(misbehaving_app("User-agent: *\nDisallow: /\n"))
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"], politeness={"robots": False}), server.url("/page"))
+    assert response.status == 200 and "/robots.txt" not in server.paths()
+
+
+def test_robots_5xx_disallows_the_host(serve, make_config):
+    server = serve(misbehaving_app(robots_status=500))
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"], fetch={"retries": 0}), server.url("/page"))
+    assert response.error == "disallowed by robots.txt"
+
+
+def test_host_map_reaches_a_mirror_and_turns_https_into_http(serve, make_config):
+    server = serve(misbehaving_app())
+    config = make_config(seeds=["http://x/"], host_map={"hosts": {"docs.example.org": f"127.0.0.1:{server.port}"}})
+    (response,), _ = fetch_all(config, "https://docs.example.org/page")
+    assert response.status == 200 and response.final_url == "https://docs.example.org/page"
+    assert server.requests[-1][1:] == ("docs.example.org", "/page")
+
+
+def test_loopback_only_refuses_other_hosts_without_sending_anything(make_config):
+    (named, literal), _ = fetch_all(make_config(seeds=["http://x/"]), "http://example.com/", "http://192.0.2.1/")
+    assert "not in the host map" in named.error
+    assert "outside loopback" in literal.error
