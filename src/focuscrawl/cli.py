@@ -22,13 +22,13 @@ from focuscrawl.learn import ModelError
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
 
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
-err = Console(stderr=True)
+progress_console = Console(stderr=True)
 USER_ERRORS = (ConfigError, CrawlDirError, ModelError)
 
 
 def _fail(message: str) -> None:
     for line in str(message).splitlines():
-        err.print(f"error: {line}", markup=False, highlight=False)
+        print(f"error: {line}", file=sys.stderr)
     raise typer.Exit(2)
 
 
@@ -53,9 +53,9 @@ def _run(crawler: Crawler, quiet: bool) -> None:
     if quiet:
         state = asyncio.run(crawler.run())
     else:
-        with Live(Text("starting…"), console=err, refresh_per_second=4, transient=False) as live:
+        with Live(Text("starting…"), console=progress_console, refresh_per_second=4, transient=False) as live:
             state = asyncio.run(crawler.run(on_progress=lambda p: live.update(_progress_line(p))))
-    err.print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", markup=False, highlight=False)
+    print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", file=sys.stderr)
 
 
 @app.command()

@@ -128,9 +128,9 @@ class CrawlConfig(_Section):
     @model_validator(mode="after")
     def _has_seeds(self) -> CrawlConfig:
         if not self.seeds and not self.seeds_file:
-            raise ValueError("no seeds: give 'seeds' or 'seeds_file'")
+            raise ValueError("seeds: none given (set 'seeds' or 'seeds_file')")
         if self.strategy == "best-first" and not self.topic.positive:
-            raise ValueError("strategy best-first needs topic.positive examples")
+            raise ValueError("strategy: best-first needs topic.positive examples")
         return self
 
 
@@ -141,9 +141,9 @@ def validate_config(data: dict, source: str = "config") -> CrawlConfig:
     except ValidationError as err:
         lines = []
         for problem in err.errors():
-            field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
             message = problem["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}: {field}: {message}")
+            field = ".".join(str(part) for part in problem["loc"])
+            lines.append(f"{source}: {field}: {message}" if field else f"{source}: {message}")
         raise ConfigError("\n".join(lines)) from None
 
 

@@ -127,13 +127,13 @@ class Crawler:
         if not (directory / "crawl.db").exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
         config = load_config(directory / CONFIG_FILE)
+        critic_path = directory / CRITIC_FILE
+        critic = Critic.load(critic_path) if critic_path.exists() else None
         if budget:
             config = config.model_copy(update={"budget": config.budget.model_copy(update=budget)})
             dump_config(config, directory / CONFIG_FILE)
         crawler = cls(directory, config)
-        critic_path = directory / CRITIC_FILE
-        if critic_path.exists():
-            crawler.critic = Critic.load(critic_path)
+        crawler.critic = critic
         return crawler
 
     # -- running ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ INVISIBLE = frozenset({"script", "style", "noscript", "template", "head", "svg",
 LINK_TAGS = frozenset({"a", "area"})
 UNFOLLOWABLE = ("javascript:", "mailto:", "data:", "tel:", "#")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+SINGLE_BYTE_CODEC = re.compile(r"(cp12\d\d|cp437|cp8\d\d|iso8859|mac-|koi8|ascii|tis-620)")
 _PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
 
 
@@ -54,7 +55,15 @@ class Page:
 
 
 def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, str]:
-    """Decode by BOM, then the HTTP header, then <meta charset>, then detection."""
+    """Decode by BOM, then the HTTP header, then <meta charset>, then UTF-8, then detection
+    (single-byte guesses become windows-1252, the WHATWG default for undeclared pages)."""
+    text, charset = _decode(body, header_charset)
+    if _looks_binary(text[:4096]):
+        raise DecodeError(f"cannot decode body: binary content, not {charset} text")
+    return text, charset
+
+
+def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
     for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if body.startswith(bom):
             return body.decode(name, errors="replace"), name
@@ -68,16 +77,16 @@ def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, st
             return body.decode(codec), codec
         except (LookupError, UnicodeDecodeError):
             continue
-    if not body:
-        return "", "utf-8"
     best = charset_normalizer.from_bytes(body[:200_000]).best()
-    if best is None or _looks_binary(body[:4096]):
+    if best is None:
         raise DecodeError(f"cannot decode body (declared charset: {', '.join(declared) or 'none'})")
-    return body.decode(best.encoding, errors="replace"), best.encoding
+    charset = "cp1252" if SINGLE_BYTE_CODEC.match(codecs.lookup(best.encoding).name) else best.encoding
+    return body.decode(charset, errors="replace"), charset
 
 
-def _looks_binary(sample: bytes) -> bool:
-    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13))
+def _looks_binary(sample: str) -> bool:
+    """Mostly C0/C1 control characters: an image or archive served as text/html."""
+    controls = sum(1 for c in sample if (c < " " and c not in "\t\n\r\f") or "\x7f" <= c <= "\x9f")
     return controls > len(sample) * 0.1
 
 
@@ -93,7 +102,7 @@ def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_
     root = etree.fromstring(text.encode("utf-8"), _PARSER) if text.strip() else None
     if root is not None:
         _read_head(root, page, directives)
-        _walk_leaves(root, page, base=urljoin(url, page.base_href) if page.base_href else url)
+        _walk_leaves(root, page, base=_base_url(page))
     page.noindex = "noindex" in directives or "none" in directives
     page.nofollow = "nofollow" in directives or "none" in directives
     page.text = " ".join(leaf for leaf in page.leaves if leaf)
@@ -112,8 +121,12 @@ def _read_head(root: etree._Element, page: Page, directives: set[str]) -> None:
             directives.update(_robots_directives(meta.get("content", "")))
     for link in root.iterfind(".//link[@rel][@href]"):
         if "canonical" in link.get("rel", "").lower().split():
-            page.canonical = _absolute(page.url, link.get("href"))
+            page.canonical = _absolute(_base_url(page), link.get("href"))
             break
+
+
+def _base_url(page: Page) -> str:
+    return urljoin(page.url, page.base_href) if page.base_href else page.url
 
 
 def _absolute(base: str, href: str) -> str | None:

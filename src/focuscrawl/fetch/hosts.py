@@ -48,7 +48,10 @@ class Hosts:
     def set_crawl_delay(self, name: str, delay: float | None) -> None:
         if delay:
             host = self[name]
-            host.interval = max(self.min_interval, min(float(delay), self.crawl_delay_cap))
+            interval = max(self.min_interval, min(float(delay), self.crawl_delay_cap))
+            if host.next_start:  # the request that brought the delay (robots.txt) counts too
+                host.next_start += interval - host.interval
+            host.interval = interval
 
     def reserve(self, name: str) -> float:
         """Book the next start slot of the host; returns how long to wait for it."""

@@ -1,0 +1,109 @@
+"""The focuscrawl command as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+from aiohttp import web
+
+
+def focuscrawl(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "focuscrawl", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def topic_site() -> web.Application:
+    pages = {
+        "/": "<html><head><title>home</title></head><body><a href='/net'>net</a> <a href='/bake'>bake</a></body></html>",
+        "/net": "<html><head><title>sockets</title></head><body><p>TCP sockets carry network packets between hosts"
+                " over connections.</p></body></html>",
+        "/bake": "<html><head><title>bread</title></head><body><p>Knead the dough, let the yeast rise, bake the bread"
+                 " in the oven.</p></body></html>",
+    }
+
+    async def handle(request):
+        if request.path not in pages:
+            raise web.HTTPNotFound()
+        return web.Response(text=pages[request.path], content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+def write_examples(tmp_path):
+    (tmp_path / "pos").mkdir()
+    (tmp_path / "pos" / "a.txt").write_text("network sockets and TCP connections between hosts")
+    (tmp_path / "pos" / "b.html").write_text("<html><body><p>routing packets over the network</p></body></html>")
+    (tmp_path / "neg.txt").write_text("baking bread with yeast and dough in a hot oven")
+
+
+def test_quick_start_flags_crawl_then_status_and_export(serve, tmp_path):
+    server = serve(topic_site())
+    write_examples(tmp_path)
+    out = tmp_path / "out"
+    run = focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative", tmp_path / "neg.txt",
+                     "--max-pages", 10, "--strategy", "best-first", "--delay", 0, "--out", out, "-q")
+    assert run.returncode == 0, run.stderr
+    status = json.loads(focuscrawl("status", out, "--json").stdout)
+    assert {k: status[k] for k in ("pages_fetched", "pages_stored", "errors", "frontier_size", "state")} == {
+        "pages_fetched": 3, "pages_stored": 3, "errors": 0, "frontier_size": 0, "state": "finished"}
+    assert 0 < status["harvest_rate"] < 1
+    records = [json.loads(line) for line in focuscrawl("export", out, "--format", "jsonl").stdout.splitlines()]
+    by_path = {r["url"].rpartition("/")[2]: r for r in records}
+    assert by_path["net"]["relevance"] > by_path["bake"]["relevance"]
+    table = list(csv.DictReader(io.StringIO(focuscrawl("export", out, "--format", "csv").stdout)))
+    assert [row["url"] for row in table] == [r["url"] for r in records]
+    assert {"url", "status", "depth", "relevance", "title", "fetched_at"} <= set(table[0])
+    harvest = [json.loads(line) for line in (out / "harvest.jsonl").read_text().splitlines()]
+    assert harvest[-1]["pages"] == 3 and harvest[-1]["harvest_rate"] == status["harvest_rate"]
+
+
+def test_invalid_config_reports_every_problem_on_its_own_line_and_creates_nothing(tmp_path):
+    config = tmp_path / "bad.yml"
+    config.write_text("seeds: [ftp://example.org/]\nfetch:\n  concurrency: 0\n  retries: many\nstrategy: sideways\n")
+    run = focuscrawl("crawl", config, "--out", tmp_path / "out")
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert any("fetch.concurrency" in line for line in lines)
+    assert any("fetch.retries" in line for line in lines)
+    assert any("strategy" in line for line in lines)
+    assert all(line.startswith(f"error: {config}") for line in lines)
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_seed_and_missing_examples_name_what_is_wrong(tmp_path):
+    run = focuscrawl("crawl", "--seed", "ftp://example.org/", "--strategy", "bfs", "--out", tmp_path / "out")
+    assert run.returncode == 2 and "seeds[0]: 'ftp://example.org/': scheme 'ftp' is not crawled" in run.stderr
+    run = focuscrawl("crawl", "--seed", "http://127.0.0.1:9/", "--positive", tmp_path / "nope", "--negative",
+                     tmp_path / "nope2", "--out", tmp_path / "out")
+    assert run.returncode == 2 and "topic.positive[0]: no such URL, file or folder" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_crawl_refuses_to_overwrite_and_resume_needs_a_crawl(serve, tmp_path):
+    server = serve(topic_site())
+    out = tmp_path / "out"
+    assert focuscrawl("crawl", "--seed", server.url("/"), "--strategy", "bfs", "--out", out, "-q").returncode == 0
+    again = focuscrawl("crawl", "--seed", server.url("/"), "--strategy", "bfs", "--out", out, "-q")
+    assert again.returncode == 2 and "already holds a crawl" in again.stderr
+    missing = focuscrawl("resume", tmp_path / "elsewhere")
+    assert missing.returncode == 2 and "not a crawl directory" in missing.stderr
+
+
+def test_corrupt_model_file_is_a_clear_error_and_changes_nothing(serve, tmp_path):
+    server = serve(topic_site())
+    write_examples(tmp_path)
+    out = tmp_path / "out"
+    focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative", tmp_path / "neg.txt",
+               "--max-pages", 2, "--out", out, "-q")
+    (out / "models" / "critic.pkl").write_bytes(b"not a pickle")
+    config_before = (out / "config.yml").read_text()
+    run = focuscrawl("resume", out, "--max-pages", 10)
+    assert run.returncode == 2 and "critic.pkl: not a usable model" in run.stderr
+    assert json.loads(focuscrawl("status", out, "--json").stdout)["pages_fetched"] == 2
+    assert (out / "config.yml").read_text() == config_before

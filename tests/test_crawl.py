@@ -1,0 +1,171 @@
+"""Whole crawls against real loopback servers: politeness, links, storage, strategies."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from focuscrawl.crawler import Crawler
+from focuscrawl.testweb.synthetic import build_site, make_app
+
+
+def crawl(config, directory) -> sqlite3.Connection:
+    asyncio.run(Crawler.create(config, directory).run())
+    return sqlite3.connect(directory / "crawl.db")
+
+
+def pages_app(pages: dict[str, str], robots: str = "User-agent: *\nAllow: /\n", headers: dict | None = None) -> web.Application:
+    """Serves the given path -> HTML; anything else is 404."""
+
+    async def handle(request):
+        if request.path == "/robots.txt":
+            return web.Response(text=robots, content_type="text/plain")
+        if request.path not in pages:
+            raise web.HTTPNotFound()
+        body = pages[request.path]
+        if isinstance(body, bytes):
+            return web.Response(body=body, headers={"Content-Type": "text/html", **(headers or {}).get(request.path, {})})
+        return web.Response(text=body, content_type="text/html", headers=(headers or {}).get(request.path))
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+def chain_site(n: int) -> dict[str, str]:
+    return {f"/p{i}": f"<html><body><p>page {i}</p><a href='/p{i + 1}'>next</a></body></html>" for i in range(n)}
+
+
+def test_min_interval_between_requests_to_one_host_is_respected(serve, make_config, tmp_path):
+    server = serve(pages_app(chain_site(6)))
+    config = make_config(seeds=[server.url("/p0")], politeness={"min_interval": 0.2, "per_host_connections": 2})
+    crawl(config, tmp_path / "c")
+    starts = [t for t, _, _ in server.requests]
+    assert len(starts) == 1 + 6 + 1  # robots.txt, six pages, the 404 at the end of the chain
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.19
+
+
+def test_crawl_delay_from_robots_is_honoured_up_to_the_cap(serve, make_config, tmp_path):
+    server = serve(pages_app(chain_site(4), robots="User-agent: *\nCrawl-delay: 0.25\n"))
+    crawl(make_config(seeds=[server.url("/p0")]), tmp_path / "a")
+    gaps = [b - a for (a, _, _), (b, _, _) in zip(server.requests, server.requests[1:])]
+    assert min(gaps) >= 0.24
+    capped = serve(pages_app(chain_site(4), robots="User-agent: *\nCrawl-delay: 60\n"))
+    crawl(make_config(seeds=[capped.url("/p0")], politeness={"crawl_delay_cap": 0.1}), tmp_path / "b")
+    assert len(capped.requests) == 6
+
+
+def test_robots_disallowed_pages_are_recorded_and_never_requested(serve, make_config, tmp_path):
+    pages = {"/": "<a href='/private/x'>x</a><a href='/private/ok'>ok</a><a href='/a.pdf'>pdf</a><a href='/pub'>p</a>",
+             "/private/x": "secret", "/private/ok": "fine", "/pub": "public"}
+    server = serve(pages_app(pages, robots="User-agent: *\nDisallow: /private/\nAllow: /private/ok\nDisallow: /*.pdf$\n"))
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    assert sorted(server.paths()) == ["/", "/private/ok", "/pub", "/robots.txt"]
+    refused = {url.rpartition("/")[2] for (url,) in db.execute("SELECT url FROM fetches WHERE error = 'disallowed by robots.txt'")}
+    assert refused == {"x", "a.pdf"}
+
+
+def test_exact_duplicates_are_recognised_and_not_expanded(serve, make_config, tmp_path):
+    same = "<html><body><p>the same words</p><a href='/only-from-copy'>x</a></body></html>"
+    pages = {"/": "<a href='/one'>1</a> <a href='/two'>2</a>", "/one": same, "/two": same, "/only-from-copy": "leaf"}
+    server = serve(pages_app(pages))
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    rows = dict(db.execute("SELECT u.url, d.duplicate_of FROM documents d JOIN urls u ON u.id = d.url_id"))
+    assert rows[server.url("/one")] is None
+    original_id = db.execute("SELECT id FROM urls WHERE url = ?", (server.url("/one"),)).fetchone()[0]
+    assert rows[server.url("/two")] == original_id
+    assert server.paths().count("/only-from-copy") == 1
+
+
+def test_nofollow_links_and_pages_are_not_followed(serve, make_config, tmp_path):
+    pages = {
+        "/": "<a rel='nofollow' href='/hidden'>h</a><a href='/meta'>m</a><a href='/noindex'>n</a>",
+        "/meta": "<html><head><meta name='robots' content='nofollow'></head><body><a href='/hidden2'>h</a></body></html>",
+        "/noindex": "<html><head><meta name='robots' content='noindex'></head><body><p>words</p><a href='/kept'>k</a></body></html>",
+        "/hidden": "x", "/hidden2": "x", "/kept": "kept",
+    }
+    server = serve(pages_app(pages))
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    assert "/hidden" not in server.paths() and "/hidden2" not in server.paths()
+    assert "/kept" in server.paths()
+    text, noindex = db.execute(
+        "SELECT d.text, d.noindex FROM documents d JOIN urls u ON u.id = d.url_id WHERE u.url = ?", (server.url("/noindex"),)
+    ).fetchone()
+    assert text is None and noindex == 1
+    assert db.execute("SELECT COUNT(*) FROM links WHERE nofollow = 1").fetchone()[0] == 2
+
+
+def test_a_nofollow_target_is_still_crawled_when_a_followable_link_finds_it(serve, make_config, tmp_path):
+    pages = {"/": "<a rel='nofollow' href='/t'>t</a><a href='/b'>b</a>", "/b": "<a href='/t'>t</a>", "/t": "target"}
+    server = serve(pages_app(pages))
+    crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    assert server.paths().count("/t") == 1
+
+
+def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, tmp_path):
+    pages = {
+        "/": "<html><body><div><p>unclosed <b>bold <a href='/bin'>bin</a> <a href=/latin>latin</a><table><td>cell",
+        "/bin": bytes(range(1, 32)) * 300,
+        "/latin": "<html><body><p>Café déjà vu</p><a href='/end'>end</a></body></html>".encode("windows-1252"),
+        "/end": "<p>the end</p>",
+    }
+    server = serve(pages_app(pages, headers={"/latin": {"Content-Type": "text/html; charset=windows-1252"}}))
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    errors = dict(db.execute("SELECT url, error FROM fetches"))
+    assert errors[server.url("/bin")].startswith("cannot decode body")
+    assert errors[server.url("/latin")] is None and "/end" in server.paths()
+    assert "Café déjà vu" in db.execute("SELECT text FROM documents WHERE text LIKE 'Caf%'").fetchone()[0]
+
+
+def test_max_depth_and_deny_patterns_limit_the_crawl(serve, make_config, tmp_path):
+    pages = {**chain_site(5), "/p1": "<a href='/p2'>n</a><a href='/skip-me'>s</a>", "/skip-me": "x"}
+    server = serve(pages_app(pages))
+    config = make_config(seeds=[server.url("/p0")], budget={"max_depth": 2}, urls={"deny": ["skip-me"]})
+    db = crawl(config, tmp_path / "c")
+    assert sorted(p for p in server.paths() if p != "/robots.txt") == ["/p0", "/p1", "/p2"]
+    reasons = dict(db.execute("SELECT url, skip_reason FROM urls WHERE state = 3"))
+    assert reasons[server.url("/p3")] == "beyond max depth"
+    assert reasons[server.url("/skip-me")].startswith("matches deny pattern")
+
+
+def test_warc_holds_a_request_and_a_response_per_fetch(serve, make_config, tmp_path):
+    server = serve(pages_app(chain_site(3)))
+    crawl(make_config(seeds=[server.url("/p0")]), tmp_path / "c")
+    records = []
+    for path in sorted((tmp_path / "c" / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                records.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"),
+                                record.content_stream().read() if record.rec_type == "response" else b""))
+    responses = {uri: body for kind, uri, body in records if kind == "response"}
+    requests = {uri for kind, uri, _ in records if kind == "request"}
+    assert set(responses) == requests == {server.url(p) for p in ("/robots.txt", "/p0", "/p1", "/p2", "/p3")} - {server.url("/robots.txt")}
+    assert b"page 1" in responses[server.url("/p1")]
+
+
+def synthetic_crawl(serve, make_config, tmp_path, strategy: str, budget: int) -> float:
+    """Share of truly on-topic pages among the first ``budget`` fetches of a 4-topic site."""
+    site = build_site(pages=400, hosts=4, seed=3)
+    server = serve(make_app(site))
+    positives, negatives = site.examples("networking", 10)
+    for kind, texts in (("pos", positives), ("neg", negatives)):
+        (tmp_path / kind).mkdir(exist_ok=True)
+        for i, text in enumerate(texts):
+            (tmp_path / kind / f"{i}.txt").write_text(text)
+    config = make_config(
+        seeds=[f"http://{h}/" for h in site.hosts], strategy=strategy, budget={"max_pages": budget},
+        topic={"positive": [str(tmp_path / "pos")], "negative": [str(tmp_path / "neg")]},
+        host_map={"hosts": {h: f"127.0.0.1:{server.port}" for h in site.hosts}},
+    )
+    db = crawl(config, tmp_path / strategy)
+    fetched = [url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200 ORDER BY id")]
+    return sum(site.topic_of(url) == "networking" for url in fetched) / len(fetched)
+
+
+def test_best_first_collects_more_on_topic_pages_than_breadth_first(serve, make_config, tmp_path):
+    best_first = synthetic_crawl(serve, make_config, tmp_path, "best-first", 120)
+    breadth_first = synthetic_crawl(serve, make_config, tmp_path, "bfs", 120)
+    assert best_first > breadth_first + 0.15, (best_first, breadth_first)

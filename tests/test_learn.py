@@ -1,0 +1,162 @@
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from focuscrawl.learn import Critic, ModelError, PantTfidf, PlattSVM, platt_sigmoid
+
+NETWORK = [
+    "A TCP socket is bound to a local port and listens for incoming connections from clients.",
+    "The server calls accept on the listening socket and receives a new socket for each client connection.",
+    "TCP guarantees ordered delivery of bytes; lost packets are retransmitted after a timeout.",
+    "Closing a socket sends a FIN packet and the connection enters the TIME_WAIT state.",
+    "Nonblocking sockets let one thread multiplex many connections with select or epoll.",
+    "The three-way handshake exchanges SYN and ACK packets before any data flows over the connection.",
+]
+BAKING = [
+    "Knead the bread dough for ten minutes until it is smooth and elastic, then let it rise.",
+    "Preheat the oven and bake the loaf until the crust is golden brown and sounds hollow.",
+    "Sourdough bread uses a starter of wild yeast and flour instead of dried yeast.",
+    "Mix flour, water, salt and yeast in a large bowl and cover the dough with a towel.",
+    "Let the bread cool on a wire rack before slicing so the crumb does not turn gummy.",
+    "A baking stone in the oven gives pizza and bread a crisp bottom crust.",
+]
+ON_TOPIC = "The client opens a TCP socket, connects to the server port and waits for the acknowledgement packet."
+OFF_TOPIC = "Shape the risen dough into a loaf, dust it with flour and bake the bread in a hot oven."
+
+
+def pant_weight(tf, max_tf, n_docs, df):
+    return (0.5 + 0.5 * tf / max_tf) * math.log(n_docs / df) if tf else 0.0
+
+
+def test_pant_tfidf_matches_equation_1():
+    counts = np.array([[3, 1, 0, 2], [0, 2, 0, 1], [1, 0, 4, 1], [0, 0, 0, 5]])
+    df = (counts > 0).sum(axis=0)
+    expected = [[pant_weight(tf, row.max(), 4, df[j]) for j, tf in enumerate(row)] for row in counts]
+    weights = PantTfidf().fit_transform(sparse.csr_matrix(counts)).toarray()
+    np.testing.assert_allclose(weights, expected)
+    assert weights[0, 0] == pytest.approx(1.0 * math.log(2))
+    assert weights[0, 1] == pytest.approx((0.5 + 0.5 / 3) * math.log(2))
+    assert weights[2, 2] == pytest.approx(1.0 * math.log(4))
+
+
+def test_pant_tfidf_keeps_training_df_when_transforming_new_pages():
+    tfidf = PantTfidf().fit(sparse.csr_matrix(np.array([[1, 1], [1, 0], [1, 0], [1, 0]])))
+    weights = tfidf.transform(sparse.csr_matrix(np.array([[0, 2], [0, 0]]))).toarray()
+    np.testing.assert_allclose(weights, [[0.0, math.log(4)], [0.0, 0.0]])
+
+
+def test_pant_tfidf_term_in_every_example_gets_no_weight_and_is_not_stored():
+    tfidf = PantTfidf().fit(sparse.csr_matrix(np.array([[1, 1], [1, 0]])))
+    weights = tfidf.transform(sparse.csr_matrix(np.array([[3, 1]])))
+    assert weights.nnz == 1
+    assert weights[0, 1] == pytest.approx((0.5 + 0.5 / 3) * math.log(2))
+
+
+def separable_data():
+    rng = np.random.default_rng(7)
+    X = np.vstack([rng.normal(-2.0, 1.0, (12, 2)), rng.normal(2.0, 1.0, (12, 2))])
+    return X, np.array([0] * 12 + [1] * 12)
+
+
+def test_platt_svm_probabilities_sum_to_one_and_rise_with_the_decision_function():
+    X, y = separable_data()
+    svm = PlattSVM().fit(X, y)
+    grid = np.column_stack([np.linspace(-5, 5, 41), np.linspace(-5, 5, 41)])
+    proba = svm.predict_proba(grid)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    order = np.argsort(svm.decision_function(grid))
+    assert np.all(np.diff(proba[order, 1]) >= 0)
+    assert proba[0, 1] < 0.1 < 0.9 < proba[-1, 1]
+    np.testing.assert_array_equal(svm.predict(grid[[0, -1]]), [0, 1])
+
+
+def test_platt_svm_with_few_examples_fits_sigmoid_on_training_outputs():
+    X, y = separable_data()
+    few = np.r_[0:4, 12:16]
+    svm = PlattSVM(folds=5).fit(X[few], y[few])
+    assert svm.sigmoid_ == pytest.approx(platt_sigmoid(svm.decision_function(X[few]), y[few] == 1))
+
+
+def test_platt_svm_with_enough_examples_fits_sigmoid_on_cross_validated_outputs():
+    X, y = separable_data()
+    svm = PlattSVM(folds=5).fit(X, y)
+    on_training_outputs = platt_sigmoid(svm.decision_function(X), y == 1)
+    assert svm.sigmoid_[0] < 0
+    assert svm.sigmoid_ != pytest.approx(on_training_outputs, rel=0.05)
+
+
+def test_platt_sigmoid_on_separable_scores_has_negative_slope():
+    scores = np.array([-3.0, -2.0, -1.5, -1.0, 1.0, 1.5, 2.0, 3.0])
+    a, b = platt_sigmoid(scores, scores > 0)
+    assert a < 0
+    assert b == pytest.approx(0.0, abs=1e-6)
+
+
+def test_platt_sigmoid_fits_platts_smoothed_targets_not_hard_labels():
+    scores = np.array([-1.0, 1.0])
+    a, b = platt_sigmoid(scores, scores > 0)
+    assert 1.0 / (1.0 + math.exp(a * 1.0 + b)) == pytest.approx(2.0 / 3.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("classifier", ["svm-linear", "nb-multinomial"])
+@pytest.mark.parametrize("per_class", [5, 2, 1])
+def test_critic_scores_on_topic_text_above_off_topic_text(classifier, per_class):
+    critic = Critic(classifier).fit(NETWORK[:per_class], BAKING[:per_class])
+    on, off = critic.score(ON_TOPIC), critic.score(OFF_TOPIC)
+    assert 0.0 <= off < on <= 1.0
+    if per_class == 5:
+        assert on > 0.9 and off < 0.1
+
+
+def test_critic_predict_proba_agrees_with_score():
+    critic = Critic().fit(NETWORK, BAKING)
+    expected = [critic.score(ON_TOPIC), critic.score(OFF_TOPIC)]
+    np.testing.assert_allclose(critic.predict_proba([ON_TOPIC, OFF_TOPIC]), expected)
+
+
+@pytest.mark.parametrize("classifier", ["svm-linear", "nb-multinomial"])
+def test_critic_save_then_load_gives_the_same_scores(tmp_path, classifier):
+    critic = Critic(classifier, stem=False).fit(NETWORK, BAKING)
+    path = tmp_path / "critic.pkl"
+    critic.save(path)
+    loaded = Critic.load(path)
+    assert (loaded.classifier, loaded.stem) == (classifier, False)
+    texts = [ON_TOPIC, OFF_TOPIC, "sockets and bread"]
+    np.testing.assert_array_equal(loaded.predict_proba(texts), critic.predict_proba(texts))
+    assert [p.name for p in tmp_path.iterdir()] == ["critic.pkl"]
+
+
+def test_critic_load_of_garbage_raises_model_error_starting_with_the_path(tmp_path):
+    path = tmp_path / "critic.pkl"
+    path.write_bytes(b"\x80\x05not a pickle at all \x00\xff")
+    with pytest.raises(ModelError) as info:
+        Critic.load(path)
+    assert str(info.value).startswith(f"{path}: not a usable model")
+
+
+def test_critic_load_of_another_pickled_object_raises_model_error(tmp_path):
+    path = tmp_path / "critic.pkl"
+    path.write_bytes(pickle.dumps({"not": "a critic"}))
+    with pytest.raises(ModelError, match="holds a dict, not a critic"):
+        Critic.load(path)
+
+
+def test_critic_load_of_missing_file_raises_model_error(tmp_path):
+    path = tmp_path / "absent.pkl"
+    with pytest.raises(ModelError) as info:
+        Critic.load(path)
+    assert str(info.value).startswith(f"{path}: cannot read model")
+
+
+@pytest.mark.parametrize(("positives", "negatives"), [(NETWORK, []), ([], BAKING)])
+def test_critic_fit_without_both_classes_raises_value_error(positives, negatives):
+    with pytest.raises(ValueError, match="at least one positive and one negative"):
+        Critic().fit(positives, negatives)
+
+
+def test_unknown_classifier_name_raises_value_error():
+    with pytest.raises(ValueError, match="unknown classifier 'knn'"):
+        Critic("knn").fit(NETWORK, BAKING)

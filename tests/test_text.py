@@ -1,0 +1,93 @@
+import pickle
+
+import pytest
+
+from focuscrawl.text import Analyzer, stopword_score, tokens
+
+ENGLISH = (
+    "The crawler downloads pages from the web and it keeps only those that are about the topic "
+    "which the user has chosen. It is not interested in anything else."
+)
+GERMAN = (
+    "Der Hund läuft jeden Morgen mit seinem Besitzer durch den Park, und danach trinken sie "
+    "zusammen einen Kaffee auf der Terrasse."
+)
+FRENCH = (
+    "Le chat dort sur le canapé pendant que nous préparons le dîner, et ensuite nous allons "
+    "nous promener dans le jardin avec les enfants."
+)
+
+
+def test_tokens_are_lowercase_and_split_on_punctuation():
+    assert tokens("Hello, World! TCP/IP") == ["hello", "world", "tcp", "ip"]
+
+
+def test_tokens_drop_single_characters_and_pure_numbers():
+    assert tokens("a I x 42 1999 ok") == ["ok"]
+
+
+def test_tokens_start_with_a_letter_but_may_contain_digits():
+    assert tokens("x2 ipv6 3d") == ["x2", "ipv6"]
+
+
+def test_tokens_keep_apostrophes_and_non_ascii_letters():
+    assert tokens("Don't touch the naïve Straße") == ["don't", "touch", "the", "naïve", "straße"]
+
+
+def test_terms_remove_english_stop_words_and_stem():
+    terms = Analyzer().terms("The connections between the running computers are being connected")
+    assert terms == ["connect", "run", "comput", "connect"]
+
+
+def test_english_stop_list_keeps_content_words():
+    assert Analyzer(stem=False).terms("the computer network") == ["computer", "network"]
+
+
+def test_terms_without_stemming_keep_words():
+    assert Analyzer(stem=False).terms("The connections between the running computers") == [
+        "connections",
+        "running",
+        "computers",
+    ]
+
+
+def test_term_frequencies_count_stemmed_terms():
+    assert Analyzer().term_frequencies("Sockets socket SOCKET the") == {"socket": 3}
+
+
+def test_analyzer_uses_the_languages_stop_words_and_stemmer():
+    assert Analyzer("de").terms("Die Häuser und die Bäume") == ["haus", "baum"]
+
+
+def test_analyzer_survives_pickling_with_its_settings():
+    restored = pickle.loads(pickle.dumps(Analyzer("en", stem=False)))
+    assert (restored.language, restored.stem) == ("en", False)
+    assert restored.terms("the running dogs") == ["running", "dogs"]
+
+
+def test_stopword_score_is_positive_for_english_prose():
+    assert stopword_score(ENGLISH) > 5
+
+
+@pytest.mark.parametrize("prose", [GERMAN, FRENCH], ids=["german", "french"])
+def test_stopword_score_is_negative_for_foreign_prose(prose):
+    assert stopword_score(prose) < -5
+
+
+def test_stopword_score_is_relative_to_the_crawl_language():
+    assert stopword_score(GERMAN, "de") > 5
+    assert stopword_score(ENGLISH, "de") < -5
+
+
+def test_stopword_score_of_text_without_stop_words_is_zero():
+    assert stopword_score("TCP socket retransmission timeout") == 0
+
+
+@pytest.mark.parametrize(
+    "use",
+    [lambda: Analyzer("xx"), lambda: Analyzer("xx", stem=False), lambda: stopword_score("some text", "xx")],
+    ids=["analyzer", "analyzer-unstemmed", "stopword-score"],
+)
+def test_unknown_language_raises_value_error(use):
+    with pytest.raises(ValueError, match="'xx'"):
+        use()
