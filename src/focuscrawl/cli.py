@@ -16,10 +16,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from focuscrawl.bench import bench_crawl
 from focuscrawl.config import ConfigError, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import Crawler, Progress
 from focuscrawl.learn import ModelError
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
+from focuscrawl.testweb.server import ThreadedServer
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
 progress_console = Console(stderr=True)
@@ -160,3 +163,48 @@ def export(
     finally:
         if output:
             stream.close()
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("demo-crawl"), "--out", "-o", help="crawl directory to create"),
+    pages: int = typer.Option(2000, "--pages", help="pages of the local demo site"),
+    max_pages: int = typer.Option(500, "--max-pages", help="fetch budget"),
+    strategy: str = typer.Option("best-first", "--strategy", help="bfs or best-first"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Crawl a built-in local site for the topic 'networking', no setup needed: a
+    synthetic web of Python standard-library docs served on 127.0.0.1."""
+    site = build_site(pages, hosts=4)
+    server = ThreadedServer(make_app(site))
+    try:
+        config = topic_config(site, server.port, out / "examples", strategy=strategy, budget={"max_pages": max_pages},
+                              politeness={"min_interval": 0.0})
+        crawler = Crawler.create(config, out)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    try:
+        _run(crawler, quiet)
+    finally:
+        server.stop()
+    db = open_existing(out)
+    figures = crawl_status(db)
+    urls = [url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200")]
+    figures["harvest_rate_true"] = true_harvest(site, urls, "networking")
+    print(json.dumps(figures, indent=2))
+
+
+bench_app = typer.Typer(help="Measurements that print JSON.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("crawl")
+def bench_crawl_command(
+    pages: int = typer.Option(3000, "--pages", help="pages of the synthetic site, all fetched"),
+    hosts: int = typer.Option(8, "--hosts"),
+    strategy: str = typer.Option("best-first", "--strategy"),
+    concurrency: int = typer.Option(64, "--concurrency"),
+    out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
+) -> None:
+    """Pages per second and peak memory of a crawl of a local synthetic site (JSON)."""
+    print(json.dumps(bench_crawl(pages, hosts, strategy, concurrency, directory=out), indent=2))

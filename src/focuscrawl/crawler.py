@@ -115,8 +115,7 @@ class Crawler:
         dump_config(config, directory / CONFIG_FILE)
         crawler = cls(directory, config)
         with crawler.store.transaction():
-            for seed in seeds:
-                crawler.frontier.add(seed, host_of(seed), 0, None, crawler.priority(1.0, 0))
+            crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0), None) for seed in seeds], 0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy)
         return crawler
 
@@ -283,17 +282,19 @@ class Crawler:
         priority = self.priority(relevance, depth)
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
-        rows = []
+        found = []
         for link in page.links:
-            nofollow = page.nofollow or link.nofollow
             reason = self.rules.rejection(link.url)
-            if reason is None and nofollow:
+            if reason is None and (page.nofollow or link.nofollow):
                 reason = "nofollow"
             elif reason is None and too_deep:
                 reason = "beyond max depth"
-            target = self.frontier.add(link.url, host_of(link.url), depth, item.url_id, priority, reason)
-            rows.append((item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(nofollow)))
-        self.store.record_links(rows)
+            found.append((link.url, host_of(link.url), priority, reason))
+        targets = self.frontier.add(found, depth, item.url_id)
+        self.store.record_links([
+            (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
+            for target, link in zip(targets, page.links)
+        ])
 
     def _record_host_state(self, name: str) -> None:
         """Persist failures, status and Crawl-delay when they change, and drop a host gone bad."""

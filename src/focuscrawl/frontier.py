@@ -69,42 +69,61 @@ class Frontier:
 
     # -- discovery ---------------------------------------------------------------------------
 
-    def add(self, url: str, host: str, depth: int, parent_id: int | None, priority: float,
-            skip_reason: str | None = None) -> int:
-        """Queue a URL unless seen (then keep its best priority); returns its id.
-        With ``skip_reason`` the URL is only remembered (link graph, seen set)."""
-        row = self.db.execute("SELECT id, state, priority, skip_reason FROM urls WHERE url = ?", (url,)).fetchone()
-        if row is None:
-            state = QUEUED if skip_reason is None else SKIPPED
-            url_id = self.db.execute(
-                "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (url, host, depth, parent_id, priority, state, skip_reason, time.time()),
-            ).lastrowid
-            if skip_reason is None:
-                self.size += 1
-                self._raise(self.hosts[host], priority, url_id)
-            return url_id
+    def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None) -> list[int]:
+        """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
+        A URL already seen keeps its best priority; one with a skip reason is only remembered
+        (link graph, seen set) unless a later link admits it. One lookup for the whole batch."""
+        known = self._known([url for url, _, _, _ in found])
+        ids = []
+        for url, host, priority, skip_reason in found:
+            row = known.get(url)
+            if row is None:
+                state = QUEUED if skip_reason is None else SKIPPED
+                url_id = self.db.execute(
+                    "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (url, host, depth, parent_id, priority, state, skip_reason, time.time()),
+                ).lastrowid
+                known[url] = [url_id, state, priority, skip_reason]
+                if state == QUEUED:
+                    self.size += 1
+                    self._raise(self.hosts[host], priority, url_id)
+            elif skip_reason is None:
+                self._readmit(row, host, depth, parent_id, priority)
+            ids.append(known[url][0])
+        return ids
+
+    def _known(self, urls: list[str]) -> dict[str, list]:
+        known = {}
+        unique = list(dict.fromkeys(urls))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            query = f"SELECT url, id, state, priority, skip_reason FROM urls WHERE url IN ({','.join('?' * len(chunk))})"
+            known.update((url, list(rest)) for url, *rest in self.db.execute(query, chunk))
+        return known
+
+    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float) -> None:
+        """A seen URL found again by an admissible link: raise its priority, or queue it if it was
+        skipped only for a reason this link does not have."""
         url_id, state, old_priority, old_reason = row
-        if skip_reason is not None:
-            return url_id
         if state == QUEUED and priority > old_priority:
             self.db.execute("UPDATE urls SET priority = ? WHERE id = ?", (priority, url_id))
-            self._raise(self.hosts[host], priority, url_id)
         elif state == SKIPPED and old_reason in REVIVABLE:
             self.db.execute(
                 "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ? WHERE id = ?",
                 (QUEUED, depth, parent_id, priority, url_id),
             )
             self.size += 1
-            self._raise(self.hosts[host], priority, url_id)
-        return url_id
+        else:
+            return
+        row[1:] = [QUEUED, priority, None]
+        self._raise(self.hosts[host], priority, url_id)
 
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
         """A redirect's final URL has been fetched too: never queue it again."""
         row = self.db.execute("SELECT id, state FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:
-            self.add(url, host, depth, parent_id, 0.0, skip_reason="fetched as a redirect target")
+            self.add([(url, host, 0.0, "fetched as a redirect target")], depth, parent_id)
         elif row[1] in (QUEUED, SKIPPED):
             self.db.execute("UPDATE urls SET state = ?, skip_reason = 'fetched as a redirect target' WHERE id = ?", (DONE, row[0]))
             self.size -= row[1] == QUEUED

@@ -33,11 +33,12 @@ class PantTfidf(TransformerMixin, BaseEstimator):
 
     def transform(self, counts: sparse.csr_matrix) -> sparse.csr_matrix:
         weights = sparse.csr_matrix(counts, dtype=np.float64, copy=True)
-        if weights.nnz:
-            row_max = weights.max(axis=1).toarray().ravel()
-            rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
-            weights.data = (0.5 + 0.5 * weights.data / row_max[rows]) * self.idf_[weights.indices]
-        weights.eliminate_zeros()
+        lengths = np.diff(weights.indptr)
+        filled = lengths > 0
+        row_max = np.ones(len(lengths))
+        row_max[filled] = np.maximum.reduceat(weights.data, weights.indptr[:-1][filled]) if weights.nnz else 1.0
+        weights.data = (0.5 + 0.5 * weights.data / np.repeat(row_max, lengths)) * self.idf_[weights.indices]
+        weights.eliminate_zeros()  # terms found in every example carry no weight
         return weights
 
 
@@ -71,13 +72,19 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
         else:
             scores = None
         self.svm_ = svm.fit(X, y)
+        # a linear SVM is the hyperplane w·x + b; keeping w dense makes scoring one sparse dot product
+        self.hyperplane_ = (np.asarray(self.svm_.coef_.todense() if sparse.issparse(self.svm_.coef_) else self.svm_.coef_).ravel(),
+                            float(self.svm_.intercept_[0])) if self.kernel == "linear" else None
         if scores is None:
-            scores = self.svm_.decision_function(X)
+            scores = self.decision_function(X)
         self.sigmoid_ = platt_sigmoid(scores, y == self.classes_[1])
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        return self.svm_.decision_function(X)
+        if self.hyperplane_ is None:
+            return self.svm_.decision_function(X)
+        weights, bias = self.hyperplane_
+        return np.asarray(X @ weights).ravel() + bias
 
     def predict_proba(self, X) -> np.ndarray:
         a, b = self.sigmoid_

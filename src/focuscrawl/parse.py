@@ -23,6 +23,7 @@ INVISIBLE = frozenset({"script", "style", "noscript", "template", "head", "svg",
 LINK_TAGS = frozenset({"a", "area"})
 UNFOLLOWABLE = ("javascript:", "mailto:", "data:", "tel:", "#")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 SINGLE_BYTE_CODEC = re.compile(r"(cp12\d\d|cp437|cp8\d\d|iso8859|mac-|koi8|ascii|tis-620)")
 _PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
 
@@ -86,8 +87,7 @@ def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
 
 def _looks_binary(sample: str) -> bool:
     """Mostly C0/C1 control characters: an image or archive served as text/html."""
-    controls = sum(1 for c in sample if (c < " " and c not in "\t\n\r\f") or "\x7f" <= c <= "\x9f")
-    return controls > len(sample) * 0.1
+    return len(CONTROL_CHARACTERS.findall(sample)) > len(sample) * 0.1
 
 
 def _robots_directives(value: str) -> set[str]:

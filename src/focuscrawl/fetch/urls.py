@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -12,8 +13,10 @@ from focuscrawl.config import CrawlConfig
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+@lru_cache(maxsize=65536)
 def canonical_url(url: str) -> str:
-    """w3lib's canonical form (sorted query, no fragment, normalised escapes), without a default port."""
+    """w3lib's canonical form (sorted query, no fragment, normalised escapes), without a default port.
+    Cached: navigation links repeat on every page of a site, and w3lib is the parser's slowest step."""
     url = canonicalize_url(url.strip())
     parts = urlsplit(url)
     if parts.port is not None and DEFAULT_PORTS.get(parts.scheme) == parts.port:

@@ -21,8 +21,11 @@ import json
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from aiohttp import web
+
+from focuscrawl.config import CrawlConfig, validate_config
 
 TOPIC_MODULES = {
     "networking": ["socket", "ssl", "http.client", "http.server", "http.cookiejar", "urllib.request", "urllib.parse",
@@ -180,3 +183,29 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def topic_config(site: Site, port: int, examples_dir: Path, topic: str = "networking", **settings) -> CrawlConfig:
+    """A crawl of the site for one topic: held-out examples written to ``examples_dir``,
+    every host's root as a seed, the host map pointing at ``port``; ``settings`` override."""
+    positives, negatives = site.examples(topic, 10)
+    for kind, texts in (("positive", positives), ("negative", negatives)):
+        folder = examples_dir / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, text in enumerate(texts):
+            (folder / f"{i:03d}.txt").write_text(text, encoding="utf-8")
+    data = {
+        "seeds": [f"http://{host}/" for host in site.hosts],
+        "topic": {"positive": [str(examples_dir / "positive")], "negative": [str(examples_dir / "negative")]},
+        "host_map": {"hosts": {host: f"127.0.0.1:{port}" for host in site.hosts}},
+        "fetch": {"loopback_only": True},
+        **settings,
+    }
+    return validate_config(data, "synthetic site")
+
+
+def true_harvest(site: Site, urls: list[str], topic: str) -> float | None:
+    """Share of the given pages that the site's ground truth puts on the topic."""
+    labels = [site.topic_of(url) for url in urls]
+    labelled = [label for label in labels if label is not None]
+    return sum(label == topic for label in labelled) / len(labelled) if labelled else None
