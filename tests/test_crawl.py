@@ -169,3 +169,51 @@ def test_best_first_collects_more_on_topic_pages_than_breadth_first(serve, make_
     best_first = synthetic_crawl(serve, make_config, tmp_path, "best-first", 120)
     breadth_first = synthetic_crawl(serve, make_config, tmp_path, "bfs", 120)
     assert best_first > breadth_first + 0.15, (best_first, breadth_first)
+
+
+def test_per_host_connection_limit_holds_under_many_workers(serve, make_config, tmp_path):
+    live = {"now": 0, "most": 0}
+
+    async def slow_page(request):
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\nSitemap: http://example.org/sitemap.xml\n")
+        live["now"] += 1
+        live["most"] = max(live["most"], live["now"])
+        await asyncio.sleep(0.1)
+        live["now"] -= 1
+        links = "".join(f"<a href='/p{i}'>p</a>" for i in range(12)) if request.path == "/" else ""
+        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", slow_page)
+    server = serve(app)
+    config = make_config(seeds=[server.url("/")], fetch={"concurrency": 16}, politeness={"per_host_connections": 3})
+    db = crawl(config, tmp_path / "c")
+    assert live["most"] == 3
+    assert db.execute("SELECT url FROM sitemaps").fetchall() == [("http://example.org/sitemap.xml",)]
+
+
+def test_language_check_rejects_foreign_pages_without_following_their_links(serve, make_config, tmp_path):
+    pages = {
+        "/": "<p>This is the page about the network and all of the things that it does for us.</p>"
+             "<a href='/de'>de</a>",
+        "/de": "<p>Das ist die Seite über das Netz und alles, was es für uns tut, und es ist nicht mehr als das.</p>"
+               "<a href='/behind-de'>x</a>",
+        "/behind-de": "x",
+    }
+    server = serve(pages_app(pages))
+    config = make_config(seeds=[server.url("/")], text={"language_check": True, "min_stopword_score": 1})
+    db = crawl(config, tmp_path / "c")
+    scores = dict(db.execute("SELECT u.url, d.language_score FROM documents d JOIN urls u ON u.id = d.url_id"))
+    assert scores[server.url("/")] > 0 > scores[server.url("/de")]
+    assert db.execute("SELECT relevance FROM documents WHERE language_score < 0").fetchone() == (0.0,)
+    assert "/behind-de" not in server.paths()
+
+
+def test_max_seconds_ends_the_run_and_records_why(serve, make_config, tmp_path):
+    server = serve(pages_app(chain_site(50)))
+    config = make_config(seeds=[server.url("/p0")], politeness={"min_interval": 0.1}, budget={"max_seconds": 0.5})
+    crawl(config, tmp_path / "c")
+    meta = dict(sqlite3.connect(tmp_path / "c" / "crawl.db").execute("SELECT key, value FROM meta"))
+    assert meta["state"] == "finished" and meta["stop_reason"] == "budget: max_seconds 0.5"
+    assert 2 <= len(server.requests) <= 8

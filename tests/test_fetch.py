@@ -201,3 +201,17 @@ def test_loopback_only_refuses_other_hosts_without_sending_anything(make_config)
     (named, literal), _ = fetch_all(make_config(seeds=["http://x/"]), "http://example.com/", "http://192.0.2.1/")
     assert "not in the host map" in named.error
     assert "outside loopback" in literal.error
+
+
+def test_requests_identify_the_crawler(serve, make_config):
+    seen = []
+
+    async def echo(request):
+        seen.append(request.headers.get("User-Agent"))
+        return web.Response(text=PAGE, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", echo)
+    server = serve(app)
+    fetch_all(make_config(seeds=["http://x/"], politeness={"user_agent": "focuscrawl-test (+mailto:a@b.c)"}), server.url("/"))
+    assert seen == ["focuscrawl-test (+mailto:a@b.c)"] * 2

@@ -39,7 +39,7 @@ class Budget(_Section):
 
 
 class Politeness(_Section):
-    user_agent: str = "focuscrawl/0.1 (+https://github.com/focuscrawl/focuscrawl; focused research crawler)"
+    user_agent: str = Field("focuscrawl/0.1 (focused crawler)", description="add your contact URL or e-mail")
     robots: bool = True
     per_host_connections: int = Field(2, ge=1)
     min_interval: float = Field(1.0, ge=0, description="seconds between request starts on one host")

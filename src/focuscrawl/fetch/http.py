@@ -208,25 +208,28 @@ class Fetcher:
         return caps.get(mime, caps.get("*", 1_000_000))
 
     async def _with_retries(self, url: str, response: Response, caps) -> Exchange:
+        """Transient failures (network, timeouts, 429/5xx) are tried again after 1, 2, 4 … × backoff."""
         host = host_of(url)
-        fetch = self.config.fetch
-        for attempt in range(fetch.retries + 1):
+        retries = self.config.fetch.retries
+        attempt = 0
+        while True:
             if self.hosts[host].status == BAD:
                 raise _AttemptFailed(f"host {host} is marked bad after repeated failures", False, False)
             response.attempts += 1
+            last_try = attempt == retries
             try:
                 exchange = await self._attempt(url, response, caps)
             except _AttemptFailed as failure:
                 if failure.host_failure:
                     self.hosts.record_failure(host)
-                if not failure.transient or attempt == fetch.retries or self.hosts[host].status == BAD:
+                if last_try or not failure.transient or self.hosts[host].status == BAD:
                     raise
             else:
                 self.hosts.record_success(host)
-                if exchange.status not in RETRY_STATUSES or attempt == fetch.retries:
+                if last_try or exchange.status not in RETRY_STATUSES:
                     return exchange
-            await asyncio.sleep(fetch.backoff * 2**attempt)
-        raise AssertionError("unreachable")
+            await asyncio.sleep(self.config.fetch.backoff * 2**attempt)
+            attempt += 1
 
     def _wire_url(self, url: str) -> str:
         """https of a mapped host goes over plain http when the host map says so."""
