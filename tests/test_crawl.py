@@ -9,7 +9,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.crawler import Crawler
-from focuscrawl.testweb.synthetic import build_site, make_app
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
 
 def crawl(config, directory) -> sqlite3.Connection:
@@ -150,19 +150,11 @@ def synthetic_crawl(serve, make_config, tmp_path, strategy: str, budget: int) ->
     """Share of truly on-topic pages among the first ``budget`` fetches of a 4-topic site."""
     site = build_site(pages=400, hosts=4, seed=3)
     server = serve(make_app(site))
-    positives, negatives = site.examples("networking", 10)
-    for kind, texts in (("pos", positives), ("neg", negatives)):
-        (tmp_path / kind).mkdir(exist_ok=True)
-        for i, text in enumerate(texts):
-            (tmp_path / kind / f"{i}.txt").write_text(text)
-    config = make_config(
-        seeds=[f"http://{h}/" for h in site.hosts], strategy=strategy, budget={"max_pages": budget},
-        topic={"positive": [str(tmp_path / "pos")], "negative": [str(tmp_path / "neg")]},
-        host_map={"hosts": {h: f"127.0.0.1:{server.port}" for h in site.hosts}},
-    )
+    config = topic_config(site, server.port, tmp_path / "examples", strategy=strategy, budget={"max_pages": budget},
+                          **make_config(seeds=["http://x/"]).model_dump(include={"politeness", "fetch"}))
     db = crawl(config, tmp_path / strategy)
     fetched = [url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200 ORDER BY id")]
-    return sum(site.topic_of(url) == "networking" for url in fetched) / len(fetched)
+    return true_harvest(site, fetched, "networking")
 
 
 def test_best_first_collects_more_on_topic_pages_than_breadth_first(serve, make_config, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -11,9 +10,10 @@ import sys
 import time
 from collections import Counter
 
-import yaml
+import pytest
 
-from focuscrawl.testweb.synthetic import build_site, make_app
+from focuscrawl.config import dump_config
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 CONCURRENCY = 4
 
@@ -39,22 +39,11 @@ def wait_for_requests(server, count: int, process: subprocess.Popen) -> None:
 def site_and_config(serve, tmp_path):
     site = build_site(pages=300, hosts=4, seed=5)
     server = serve(make_app(site))
-    positives, negatives = site.examples("files", 6)
-    for kind, texts in (("pos", positives), ("neg", negatives)):
-        (tmp_path / kind).mkdir()
-        for i, text in enumerate(texts):
-            (tmp_path / kind / f"{i}.txt").write_text(text)
-    config = {
-        "seeds": [f"http://{h}/" for h in site.hosts],
-        "topic": {"positive": ["pos"], "negative": ["neg"]},
-        "strategy": "best-first",
-        "budget": {"max_pages": 10_000},
-        "politeness": {"min_interval": 0.03},
-        "fetch": {"concurrency": CONCURRENCY, "loopback_only": True},
-        "host_map": {"hosts": {h: f"127.0.0.1:{server.port}" for h in site.hosts}},
-    }
+    config = topic_config(site, server.port, tmp_path / "examples", topic="files", strategy="best-first",
+                          budget={"max_pages": 10_000}, politeness={"min_interval": 0.03},
+                          fetch={"concurrency": CONCURRENCY, "loopback_only": True})
     path = tmp_path / "crawl.yml"
-    path.write_text(yaml.safe_dump(config))
+    dump_config(config, path)
     return site, server, path
 
 
@@ -80,30 +69,19 @@ def assert_complete_and_once(site, server, directory, in_flight_allowance: int) 
     assert len(repeated) <= in_flight_allowance and max(page_requests.values()) <= 2, repeated
 
 
-def test_resume_after_kill_9_fetches_nothing_twice_and_loses_nothing(serve, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_path, signum):
     site, server, config_path = site_and_config(serve, tmp_path)
     out = tmp_path / "crawl"
     process = start_crawl(config_path, out)
-    wait_for_requests(server, 100, process)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    wait_for_requests(server, 80, process)
+    process.send_signal(signum)
+    returncode = process.wait(timeout=30)
     status = json.loads(focuscrawl("status", out, "--json").stdout)
     assert status["state"] == "stopped" and 0 < status["pages_fetched"] < len(reachable_urls(site))
+    if signum != signal.SIGKILL:
+        assert returncode == 0 and status["stop_reason"] == f"signal {signum.name}"
     resumed = focuscrawl("resume", out, "-q")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["state"] == "finished"
     assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
-
-
-def test_sigterm_stops_cleanly_and_resume_completes(serve, tmp_path):
-    site, server, config_path = site_and_config(serve, tmp_path)
-    out = tmp_path / "crawl"
-    process = start_crawl(config_path, out)
-    wait_for_requests(server, 60, process)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=30) == 0
-    status = json.loads(focuscrawl("status", out, "--json").stdout)
-    assert status["state"] == "stopped" and status["stop_reason"] == "signal SIGTERM"
-    assert focuscrawl("resume", out, "-q").returncode == 0
-    assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
-    assert os.path.exists(out / "models" / "critic.pkl")
