@@ -107,3 +107,17 @@ def test_corrupt_model_file_is_a_clear_error_and_changes_nothing(serve, tmp_path
     assert run.returncode == 2 and "critic.pkl: not a usable model" in run.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["pages_fetched"] == 2
     assert (out / "config.yml").read_text() == config_before
+
+
+def test_unreachable_example_urls_fail_with_one_line_and_leave_a_failed_crawl(serve, tmp_path):
+    server = serve(topic_site())
+    (tmp_path / "urls.txt").write_text("http://127.0.0.1:9/gone.html\n")
+    (tmp_path / "neg.txt").write_text("baking bread with yeast")
+    out = tmp_path / "out"
+    run = focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "urls.txt", "--negative",
+                     tmp_path / "neg.txt", "--out", out, "-q")
+    assert run.returncode == 2
+    assert run.stderr.strip() == "error: topic.positive: none of the positive examples could be read"
+    status = json.loads(focuscrawl("status", out, "--json").stdout)
+    assert status["state"] == "failed" and status["pages_fetched"] == 0
+    assert "gone.html: example skipped: cannot connect" in (out / "crawl.log").read_text()

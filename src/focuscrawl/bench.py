@@ -26,8 +26,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_crawl(pages: int, hosts: int, strategy: str, concurrency: int, seed: int = 0,
+def bench_crawl(pages: int, hosts: int, strategy: str, concurrency: int, budget: int | None = None, seed: int = 0,
                 directory: Path | None = None) -> dict:
+    """Crawl ``budget`` pages (default: all) of a synthetic site for the topic 'networking'."""
     site = build_site(pages, hosts, seed)
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -38,7 +39,7 @@ def bench_crawl(pages: int, hosts: int, strategy: str, concurrency: int, seed: i
     try:
         port = json.loads(server.stdout.readline())["port"]
         config = topic_config(site, port, work / "examples", strategy=strategy,
-                              budget={"max_pages": pages}, politeness={"min_interval": 0.0},
+                              budget={"max_pages": budget or pages}, politeness={"min_interval": 0.0},
                               fetch={"loopback_only": True, "concurrency": concurrency})
         dump_config(config, work / "bench.yml")
         out = work / "crawl"
@@ -59,6 +60,7 @@ def bench_crawl(pages: int, hosts: int, strategy: str, concurrency: int, seed: i
     harvest = db.execute("SELECT AVG(relevance) FROM documents").fetchone()[0]
     crawl_seconds = last - first
     return {
+        "site_pages": pages,
         "pages": fetched,
         "strategy": strategy,
         "concurrency": concurrency,

@@ -53,11 +53,14 @@ def _progress_line(progress: Progress) -> Text:
 
 def _run(crawler: Crawler, quiet: bool) -> None:
     _setup_logging(crawler.directory)
-    if quiet:
-        state = asyncio.run(crawler.run())
-    else:
-        with Live(Text("starting…"), console=progress_console, refresh_per_second=4, transient=False) as live:
-            state = asyncio.run(crawler.run(on_progress=lambda p: live.update(_progress_line(p))))
+    try:
+        if quiet:
+            state = asyncio.run(crawler.run())
+        else:
+            with Live(Text("starting…"), console=progress_console, refresh_per_second=4, transient=False) as live:
+                state = asyncio.run(crawler.run(on_progress=lambda p: live.update(_progress_line(p))))
+    except USER_ERRORS as error:
+        _fail(str(error))
     print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", file=sys.stderr)
 
 
@@ -204,7 +207,8 @@ def bench_crawl_command(
     hosts: int = typer.Option(8, "--hosts"),
     strategy: str = typer.Option("best-first", "--strategy"),
     concurrency: int = typer.Option(64, "--concurrency"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="pages to fetch (default: the whole site)"),
     out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
 ) -> None:
-    """Pages per second and peak memory of a crawl of a local synthetic site (JSON)."""
-    print(json.dumps(bench_crawl(pages, hosts, strategy, concurrency, directory=out), indent=2))
+    """Pages per second, peak memory and harvest of a crawl of a local synthetic site (JSON)."""
+    print(json.dumps(bench_crawl(pages, hosts, strategy, concurrency, budget, directory=out), indent=2))
