@@ -142,3 +142,14 @@ def test_relative_paths_become_absolute_relative_to_the_config_file(tmp_path, mo
     ]
     assert config.topic.negative == [str(folder / "neg.txt")]
     assert config.seeds_file == str(folder / "seeds.txt")
+
+
+def test_loopback_only_refuses_a_host_map_address_off_loopback():
+    lines = config_error({"seeds": ["http://a.test/"], "fetch": {"loopback_only": True},
+                          "host_map": {"hosts": {"a.test": "10.1.2.3:80"}}})
+    assert lines == ["crawl.yaml: host_map.hosts.a.test: 10.1.2.3:80 is not on loopback and fetch.loopback_only is set"]
+
+
+def test_unsupported_language_is_refused_when_the_config_is_read():
+    lines = config_error({"seeds": ["http://a.test/"], "text": {"language": "xx"}})
+    assert lines == ["crawl.yaml: text.language: no stop-word list for language 'xx'"]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
+
+import pytest
 
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.crawler import Crawler
+from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
 
@@ -209,3 +213,67 @@ def test_max_seconds_ends_the_run_and_records_why(serve, make_config, tmp_path):
     meta = dict(sqlite3.connect(tmp_path / "c" / "crawl.db").execute("SELECT key, value FROM meta"))
     assert meta["state"] == "finished" and meta["stop_reason"] == "budget: max_seconds 0.5"
     assert 2 <= len(server.requests) <= 8
+
+
+def test_a_host_gone_bad_is_dropped_and_the_crawl_still_ends(serve, make_config, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    links = "".join(f"<a href='http://down.test/{i}'>d</a>" for i in range(3))
+    pages = {"/": f"{links}<a href='/more'>more</a>", "/more": "<a href='http://down.test/late'>late</a>"}
+    server = serve(pages_app(pages))
+    config = make_config(seeds=[server.url("/")], fetch={"retries": 0, "concurrency": 1},
+                         host_map={"hosts": {"down.test": f"127.0.0.1:{closed_port}"}})
+    db = crawl(config, tmp_path / "c")
+    assert db.execute("SELECT COUNT(*) FROM urls WHERE state IN (0, 1)").fetchone() == (0,)
+    assert db.execute("SELECT status FROM hosts WHERE host = 'down.test'").fetchone() == ("bad",)
+    skipped = {url for (url,) in db.execute("SELECT url FROM urls WHERE skip_reason = 'host marked bad'")}
+    assert "http://down.test/late" in skipped and len(skipped) >= 1
+
+
+def test_redirect_to_another_host_goes_through_the_frontier(serve, make_config, tmp_path):
+    target = serve(pages_app({"/landing": "<p>landed</p>"}))
+
+    async def moved(request):
+        if request.path == "/robots.txt":
+            raise web.HTTPNotFound()
+        raise web.HTTPMovedPermanently("http://mirror.test/landing")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", moved)
+    origin = serve(app)
+    config = make_config(seeds=[origin.url("/old")], host_map={"hosts": {"mirror.test": f"127.0.0.1:{target.port}"}})
+    db = crawl(config, tmp_path / "c")
+    rows = db.execute("SELECT url, status, redirects FROM fetches ORDER BY id").fetchall()
+    assert [(url, status) for url, status, _ in rows] == [(origin.url("/old"), 301), ("http://mirror.test/landing", 200)]
+    assert db.execute("SELECT COUNT(*) FROM links WHERE anchor_text IS NULL").fetchone() == (1,)
+
+
+def test_malformed_responses_are_recorded_and_the_crawl_goes_on(serve, make_config, tmp_path):
+    async def odd(request):
+        if request.path == "/bad-location":
+            return web.Response(status=302, headers={"Location": "http://127.0.0.1:99999/x"})
+        if request.path == "/reason":
+            return web.Response(status=200, reason="Très bien", text="<p>ok</p>", content_type="text/html")
+        if request.path == "/":
+            return web.Response(text="<a href='/bad-location'>a</a><a href='/reason'>b</a><a href='/end'>c</a>",
+                                content_type="text/html")
+        return web.Response(text="<p>end</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", odd)
+    server = serve(app)
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    errors = dict(db.execute("SELECT url, error FROM fetches"))
+    assert errors[server.url("/bad-location")].startswith("redirect to")
+    assert errors[server.url("/reason")] is None and server.url("/end") in errors
+    assert db.execute("SELECT COUNT(*) FROM urls WHERE state IN (0, 1)").fetchone() == (0,)
+
+
+def test_one_process_at_a_time_per_crawl_directory(serve, make_config, tmp_path):
+    server = serve(pages_app(chain_site(2)))
+    first = Crawler.create(make_config(seeds=[server.url("/p0")]), tmp_path / "c")
+    with pytest.raises(CrawlDirError, match="another focuscrawl process"):
+        Crawler.open(tmp_path / "c")
+    asyncio.run(first.run())
+    asyncio.run(Crawler.open(tmp_path / "c").run())

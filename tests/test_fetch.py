@@ -215,3 +215,13 @@ def test_requests_identify_the_crawler(serve, make_config):
     server = serve(app)
     fetch_all(make_config(seeds=["http://x/"], politeness={"user_agent": "focuscrawl-test (+mailto:a@b.c)"}), server.url("/"))
     assert seen == ["focuscrawl-test (+mailto:a@b.c)"] * 2
+
+
+def test_every_gzip_member_is_decoded_and_a_truncated_stream_is_an_error():
+    from focuscrawl.fetch.http import _decode_content
+
+    two_members = gzip.compress(b"<p>first</p>") + gzip.compress(b"<p>second</p>")
+    assert _decode_content(two_members, "gzip", 1000) == (b"<p>first</p><p>second</p>", None)
+    whole = gzip.compress(b"<p>" + b"z" * 5000 + b"</p>")
+    assert _decode_content(whole[: len(whole) // 2], "gzip", 100_000) == (b"", "truncated gzip body")
+    assert _decode_content(b"not compressed", "gzip", 1000) == (b"", "corrupt gzip body")

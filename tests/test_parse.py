@@ -258,3 +258,13 @@ def test_fragment_without_html_or_body_parses():
 @pytest.mark.parametrize("body", [b"", b"   \n\t "])
 def test_empty_body_gives_empty_page(body):
     assert parse_html(body, URL) == Page(url=URL)
+
+
+def test_meta_declared_utf16_on_an_ascii_readable_page_means_utf8():
+    body = "<html><head><meta charset='utf-16'></head><body><p>plain words, café</p></body></html>".encode("utf-8")
+    assert parse_html(body, "http://h.test/").text == "plain words, café"
+
+
+def test_unusable_base_href_falls_back_to_the_page_url():
+    page = parse("<head><base href='http://[::1'></head><a href='x.html'>x</a>")
+    assert link_urls(page) == ["http://example.com/dir/x.html"]

@@ -64,6 +64,18 @@ def _run(crawler: Crawler, quiet: bool) -> None:
     print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", file=sys.stderr)
 
 
+def _override(data: dict, setting: str, value, source: str) -> None:
+    """Put a flag's value at a dotted setting; an empty section becomes a mapping."""
+    *sections, key = setting.split(".")
+    for name in sections:
+        if data.get(name) is None:
+            data[name] = {}
+        elif not isinstance(data[name], dict):
+            _fail(f"{source}: {name}: expected a mapping of settings, found {type(data[name]).__name__}")
+        data = data[name]
+    data[key] = value
+
+
 @app.command()
 def crawl(
     config_file: Optional[Path] = typer.Argument(None, metavar="[CONFIG]", help="YAML crawl configuration"),
@@ -86,21 +98,21 @@ def crawl(
             data = read_config_data(config_file)
     except ConfigError as error:
         _fail(str(error))
-    if seed:
-        data["seeds"] = seed
-    topic = data.setdefault("topic", {}) if isinstance(data.get("topic", {}), dict) else data["topic"]
-    if positive:
-        topic["positive"] = [str(Path(p).resolve()) if "://" not in p else p for p in positive]
-    if negative:
-        topic["negative"] = [str(Path(p).resolve()) if "://" not in p else p for p in negative]
-    if max_pages is not None:
-        data.setdefault("budget", {})["max_pages"] = max_pages
-    if strategy is not None:
-        data["strategy"] = strategy
-    if classifier is not None:
-        data["classifier"] = classifier
-    if delay is not None:
-        data.setdefault("politeness", {})["min_interval"] = delay
+    def example_paths(entries: list[str]) -> list[str]:
+        return [entry if "://" in entry else str(Path(entry).resolve()) for entry in entries]
+
+    overrides = {
+        "seeds": seed or None,
+        "topic.positive": example_paths(positive) or None,
+        "topic.negative": example_paths(negative) or None,
+        "budget.max_pages": max_pages,
+        "strategy": strategy,
+        "classifier": classifier,
+        "politeness.min_interval": delay,
+    }
+    for setting, value in overrides.items():
+        if value is not None:
+            _override(data, setting, value, source)
     try:
         config = validate_config(data, source)
         if config_file is not None:

@@ -6,12 +6,15 @@ build the same model, so there is exactly one place where defaults are decided.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from focuscrawl.text import Analyzer
 
 
 
@@ -104,6 +107,12 @@ class Text(_Section):
     language_check: bool = Field(False, description="BINGO! §2.3.6 stop-word counting")
     min_stopword_score: int = Field(0, description="d_STOP: pages scoring below are not classified")
 
+    @field_validator("language")
+    @classmethod
+    def _supported(cls, language: str) -> str:
+        Analyzer(language)  # raises ValueError naming what is missing
+        return language
+
 
 class Store(_Section):
     warc: bool = True
@@ -124,6 +133,19 @@ class CrawlConfig(_Section):
     text: Text = Field(default_factory=Text)
     store: Store = Field(default_factory=Store)
     harvest_log_every: int = Field(50, ge=1, description="pages between lines of harvest.jsonl")
+
+    @model_validator(mode="after")
+    def _map_stays_on_loopback(self) -> CrawlConfig:
+        if self.fetch.loopback_only:
+            for name, address in self.host_map.hosts.items():
+                host = address.rpartition(":")[0].strip("[]")
+                try:
+                    loopback = ipaddress.ip_address(host).is_loopback
+                except ValueError:
+                    loopback = host == "localhost"
+                if not loopback:
+                    raise ValueError(f"host_map.hosts.{name}: {address} is not on loopback and fetch.loopback_only is set")
+        return self
 
     @model_validator(mode="after")
     def _has_seeds(self) -> CrawlConfig:
@@ -153,6 +175,8 @@ def read_config_data(path: Path) -> dict:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config
-from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
+from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.frontier import STRATEGIES, Frontier, Item
@@ -64,6 +64,8 @@ def read_seeds(config: CrawlConfig) -> list[str]:
             lines = Path(config.seeds_file).read_text(encoding="utf-8").splitlines()
         except OSError as err:
             raise ConfigError(f"seeds_file: cannot read {config.seeds_file}: {err.strerror}") from None
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"seeds_file: {config.seeds_file} is not UTF-8 text (byte {err.start})") from None
         entries += [(f"{config.seeds_file}:{n}", line.strip()) for n, line in enumerate(lines, 1)
                     if line.strip() and not line.lstrip().startswith("#")]
     seeds, problems = [], []
@@ -129,9 +131,12 @@ class Crawler:
         critic_path = directory / CRITIC_FILE
         critic = Critic.load(critic_path) if critic_path.exists() else None
         if budget:
-            config = config.model_copy(update={"budget": config.budget.model_copy(update=budget)})
+            data = config.model_dump(mode="json")
+            data["budget"].update(budget)
+            config = validate_config(data, "command line")
+        crawler = cls(directory, config)  # takes the directory's lock before anything is written
+        if budget:
             dump_config(config, directory / CONFIG_FILE)
-        crawler = cls(directory, config)
         crawler.critic = critic
         return crawler
 
@@ -225,19 +230,26 @@ class Crawler:
 
     async def _worker(self) -> None:
         while (item := await self._acquire()) is not None:
+            started_at = time.time()
             try:
-                response = await self.fetcher.fetch(item.url)
-                try:
-                    self._handle(item, response)
-                except Exception:  # a bug must not kill the crawl; the URL is recorded as failed
-                    log.exception("%s: internal error while handling the page", item.url)
-                    response.error = "internal error while handling the page (see crawl.log)"
-                    with self.store.transaction():
-                        self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
-                        self.frontier.finish(item)
+                self._handle(item, await self.fetcher.fetch(item.url))
+            except Exception:  # a bug must not stop the crawl nor leave the URL in flight
+                log.exception("%s: internal error while handling the page", item.url)
+                self._record_internal_error(item, started_at)
             finally:
                 self.frontier.release(item)
                 self._changed.set()
+
+    def _record_internal_error(self, item: Item, started_at: float) -> None:
+        """The page's transaction was rolled back: bring the frontier's memory back in line
+        with the database, then record the URL as failed so it is not fetched again."""
+        self.frontier.resync()
+        failed = Response(url=item.url, final_url=item.url, started_at=started_at,
+                          error="internal error while handling the page (see crawl.log)")
+        with self.store.transaction():
+            self.store.record_fetch(item.url_id, item.depth, item.parent_id, failed)
+            self.frontier.finish(item)
+        self._count(failed, None)
 
     # -- one page -----------------------------------------------------------------------------
 
@@ -265,8 +277,10 @@ class Crawler:
                     relevance = self.critic.score(page.text)
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
-            if response.final_url != item.url and response.status is not None:
+            if response.final_url != item.url:
                 self.frontier.mark_fetched_alias(response.final_url, host_of(response.final_url), item.depth, item.parent_id)
+            if response.redirect_to:
+                self._queue_redirect(item, response.redirect_to)
             if page is not None:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score)
                 if follow:
@@ -296,16 +310,24 @@ class Crawler:
             for target, link in zip(targets, page.links)
         ])
 
+    def _queue_redirect(self, item: Item, target: str) -> None:
+        """A redirect to another host is a link of the same depth and priority, fetched when
+        that host is ready; the link table keeps the edge (without anchor or leaf span)."""
+        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, None)], item.depth, item.url_id)
+        self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
+
     def _record_host_state(self, name: str) -> None:
-        """Persist failures, status and Crawl-delay when they change, and drop a host gone bad."""
+        """Persist failures, status and Crawl-delay when they change; drop hosts gone bad."""
         host = self.hosts[name]
         state = (host.failures, host.status, host.interval)
         if self._recorded_hosts.get(name) != state:
             self._recorded_hosts[name] = state
             self.store.record_host(host, host.interval if host.interval != self.hosts.min_interval else None)
-            if host.status == BAD:
-                log.warning("host %s marked bad after %d failures: %d queued URLs dropped",
-                            name, host.failures, self.frontier.drop_host(name))
+        while self.hosts.newly_bad:
+            bad = self.hosts.newly_bad.pop()
+            self.store.record_host(self.hosts[bad])
+            log.warning("host %s marked bad after %d failures: %d queued URLs dropped",
+                        bad, self.hosts[bad].failures, self.frontier.drop_host(bad))
         if self.fetcher.sitemaps:
             for origin, urls in self.fetcher.sitemaps.items():
                 self.store.record_sitemaps(origin, urls)

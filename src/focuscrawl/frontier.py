@@ -56,16 +56,22 @@ class Frontier:
         self.done = 0  # URLs fetched (or refused) over the whole crawl, resumes included
 
     def load(self) -> int:
-        """Rebuild the in-memory host view from disk; URLs in flight at a kill are queued again."""
+        """Rebuild the in-memory view from disk; URLs in flight at a kill are queued again."""
         requeued = self.db.execute("UPDATE urls SET state = ? WHERE state = ?", (QUEUED, IN_FLIGHT)).rowcount
-        self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
-        self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
         for name, failures, status, delay in self.db.execute("SELECT host, failures, status, crawl_delay FROM hosts"):
             self.hosts.restore(name, failures, status, delay)
+        self.resync()
+        return requeued
+
+    def resync(self) -> None:
+        """Recount from the database and re-offer every host (after a load or a rolled-back page)."""
+        self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
+        self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
+        for host in self.hosts:
+            host.best = None
         best = "SELECT host, MAX(priority), id FROM urls WHERE state = ? GROUP BY host"
         for name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():
             self._raise(self.hosts[name], priority, url_id)
-        return requeued
 
     # -- discovery ---------------------------------------------------------------------------
 
@@ -76,6 +82,8 @@ class Frontier:
         known = self._known([url for url, _, _, _ in found])
         ids = []
         for url, host, priority, skip_reason in found:
+            if skip_reason is None and self.hosts[host].status == BAD:
+                skip_reason = "host marked bad"
             row = known.get(url)
             if row is None:
                 state = QUEUED if skip_reason is None else SKIPPED

@@ -71,7 +71,9 @@ def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
     declared = [header_charset] if header_charset else []
     match = META_CHARSET.search(body[:4096])
     if match:
-        declared.append(match.group(1).decode("ascii"))
+        meta = match.group(1).decode("ascii")
+        # WHATWG: a page whose <meta> could be read as ASCII is not UTF-16, whatever it says
+        declared.append("utf-8" if meta.lower().startswith("utf-16") else meta)
     for name in [*declared, "utf-8"]:
         try:
             codec = codecs.lookup(name).name
@@ -126,7 +128,11 @@ def _read_head(root: etree._Element, page: Page, directives: set[str]) -> None:
 
 
 def _base_url(page: Page) -> str:
-    return urljoin(page.url, page.base_href) if page.base_href else page.url
+    """<base href> if it is a usable URL, else the page's own."""
+    try:
+        return urljoin(page.url, page.base_href) if page.base_href else page.url
+    except ValueError:
+        return page.url
 
 
 def _absolute(base: str, href: str) -> str | None:

@@ -12,6 +12,7 @@ Layout of one crawl directory::
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -125,12 +126,24 @@ def open_existing(directory: Path) -> sqlite3.Connection:
     return db
 
 
+def _lock_directory(directory: Path):
+    """One process per crawl directory; the kernel drops the lock when the process dies."""
+    lock = open(directory / "crawl.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise CrawlDirError(f"{directory}: another focuscrawl process is crawling this directory") from None
+    return lock
+
+
 class Store:
     """Everything the crawl writes goes through here, one transaction per page."""
 
     def __init__(self, directory: Path, warc: bool = True, warc_max_bytes: int = 1_000_000_000):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_directory(self.directory)
         (self.directory / "models").mkdir(exist_ok=True)
         self.db = connect(self.directory / "crawl.db")
         self.db.executescript(SCHEMA)
@@ -142,6 +155,7 @@ class Store:
             self.warc.close()
         self.harvest_log.close()
         self.db.close()
+        self._lock.close()
 
     @contextmanager
     def transaction(self):

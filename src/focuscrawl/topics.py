@@ -72,7 +72,7 @@ async def example_texts(entries: list[str], field: str, fetcher: Fetcher) -> lis
         except (OSError, DecodeError) as err:
             log.warning("%s: example skipped: %s", path, err)
     for url in urls:
-        response = await fetcher.fetch(url)
+        response = await fetcher.fetch(url, follow_other_hosts=True)
         if not response.ok_html:
             log.warning("%s: example skipped: %s", url, response.error or f"HTTP {response.status}")
             continue

@@ -35,6 +35,7 @@ class Hosts:
         self.slow_after = config.fetch.slow_after_failures
         self.bad_after = config.fetch.bad_after_failures
         self._hosts: dict[str, Host] = {}
+        self.newly_bad: list[str] = []  # hosts that turned bad, for the crawler to drop their queues
 
     def __getitem__(self, name: str) -> Host:
         host = self._hosts.get(name)
@@ -71,6 +72,8 @@ class Hosts:
         host = self[name]
         host.failures += 1
         if host.failures >= self.bad_after:
+            if host.status != BAD:
+                self.newly_bad.append(name)
             host.status = BAD
         elif host.failures >= self.slow_after:
             host.status = SLOW

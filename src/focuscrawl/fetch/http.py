@@ -26,6 +26,7 @@ from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 ROBOTS_MAX_BYTES = 500_000
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 
 
@@ -59,6 +60,7 @@ class Response:
     body: bytes = b""
     error: str | None = None
     redirects: list[tuple[int, str, str]] = field(default_factory=list)
+    redirect_to: str | None = None  # a redirect to another host, left for the frontier
     exchanges: list[Exchange] = field(default_factory=list)
     attempts: int = 0
     seconds: float = 0.0
@@ -124,40 +126,21 @@ class Fetcher:
 
     # -- the public call -------------------------------------------------------------------
 
-    async def fetch(self, url: str) -> Response:
-        """Fetch a page: robots.txt, politeness, retries and redirects included."""
+    async def fetch(self, url: str, follow_other_hosts: bool = False) -> Response:
+        """Fetch a page: robots.txt, politeness, retries and redirects included.
+
+        Redirects within the host are followed. One to another host ends the fetch with
+        ``redirect_to`` set: the crawler queues the target, so the frontier keeps that host
+        polite. One-off fetches (topic examples) pass ``follow_other_hosts``."""
         response = Response(url=url, final_url=url, started_at=time.time())
         clock = time.monotonic()
-        seen = {url}
-        current = url
         try:
-            for _ in range(self.config.fetch.max_redirects + 1):
-                if self.obey_robots and not await self.allowed(current):
-                    response.error = "disallowed by robots.txt"
-                    return response
-                exchange = await self._with_retries(current, response, self._mime_caps)
-                location = _header(exchange.response_headers, "location")
-                if 300 <= exchange.status < 400 and location:
-                    target = canonical_url(urljoin(current, location))
-                    response.redirects.append((exchange.status, current, target))
-                    reason = self.rules.rejection(target)
-                    if reason:
-                        response.error = f"redirect to a URL not crawled ({reason}): {target}"
-                        return response
-                    if target in seen:
-                        response.error = f"redirect loop at {target}"
-                        return response
-                    seen.add(target)
-                    current = response.final_url = target
-                    continue
-                return response
-            response.error = f"more than {self.config.fetch.max_redirects} redirects"
-            return response
+            await self._follow(response, self._mime_caps, self.config.fetch.max_redirects, self.obey_robots,
+                               follow_other_hosts)
         except _AttemptFailed as failure:
             response.error = failure.reason
-            return response
-        finally:
-            response.seconds = time.monotonic() - clock
+        response.seconds = time.monotonic() - clock
+        return response
 
     async def allowed(self, url: str) -> bool:
         """robots.txt of the URL's origin, fetched once per origin and shared by all workers."""
@@ -182,23 +165,48 @@ class Fetcher:
     async def _load_robots(self, origin: str) -> Protego | None:
         """2xx: its rules; 4xx: no rules; 5xx: everything disallowed (RFC 9309 §2.3.1.4)."""
         response = Response(url=origin + "/robots.txt", final_url=origin + "/robots.txt", started_at=time.time())
-        current = response.url
-        for _ in range(5):
-            exchange = await self._with_retries(current, response, lambda mime: ROBOTS_MAX_BYTES)
-            location = _header(exchange.response_headers, "location")
-            if 300 <= exchange.status < 400 and location:
-                current = urljoin(current, location)
-                continue
-            break
-        host = host_of(origin)
+        await self._follow(response, lambda mime: ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, False, True)
         if response.status is not None and 500 <= response.status:
             return Protego.parse("User-agent: *\nDisallow: /\n")
-        if response.status is None or not 200 <= response.status < 300:
+        if not response.ok_html:
             return None
         rules = Protego.parse(response.body.decode("utf-8", errors="replace"))
-        self.hosts.set_crawl_delay(host, rules.crawl_delay(self.user_agent))
+        self.hosts.set_crawl_delay(host_of(origin), rules.crawl_delay(self.user_agent))
         self.sitemaps[origin] = list(rules.sitemaps)
         return rules
+
+    async def _follow(self, response: Response, caps, max_redirects: int, obey_robots: bool, other_hosts: bool) -> None:
+        """Request ``response.url`` and follow its redirects, filling ``response``;
+        ``final_url`` becomes the URL that answered without a redirect."""
+        current, seen = response.url, {response.url}
+        for _ in range(max_redirects + 1):
+            if obey_robots and not await self.allowed(current):
+                response.error = "disallowed by robots.txt"
+                return
+            exchange = await self._with_retries(current, response, caps)
+            location = _header(exchange.response_headers, "location")
+            if not (300 <= exchange.status < 400 and location):
+                response.final_url = current
+                return
+            try:
+                target = canonical_url(urljoin(current, location.strip()))
+            except ValueError:
+                response.error = f"redirect to a malformed URL: {location!r}"
+                return
+            response.redirects.append((exchange.status, current, target))
+            reason = self.rules.rejection(target)
+            if reason:
+                response.error = f"redirect to a URL not crawled ({reason}): {target}"
+                return
+            if target in seen:
+                response.error = f"redirect loop at {target}"
+                return
+            if not other_hosts and host_of(target) != host_of(current):
+                response.redirect_to = target
+                return
+            seen.add(target)
+            current = target
+        response.error = f"more than {max_redirects} redirects"
 
     def _mime_caps(self, mime: str) -> int | None:
         """Byte cap for an allowed MIME type, None if the type is not crawled."""
@@ -254,7 +262,8 @@ class Fetcher:
         await self.hosts.wait_turn(host_of(url))
         try:
             async with self.session.get(self._wire_url(url), headers=request_headers, allow_redirects=False) as resp:
-                exchange.status, exchange.reason = resp.status, resp.reason or ""
+                exchange.status = resp.status
+                exchange.reason = (resp.reason or "").encode("ascii", "replace").decode("ascii")
                 exchange.http_version = f"HTTP/{resp.version.major}.{resp.version.minor}"
                 exchange.response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 response.status, response.headers = resp.status, {k.lower(): v for k, v in exchange.response_headers}
@@ -284,9 +293,9 @@ class Fetcher:
             if isinstance(err.os_error, PolicyRefusal):
                 raise _AttemptFailed(str(err.os_error), False, False) from None
             raise _AttemptFailed(f"cannot connect: {err.os_error.strerror or err.os_error}", True, True) from None
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as err:
             raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, True) from None
-        except (aiohttp.ClientResponseError, aiohttp.InvalidURL, ValueError) as err:
+        except (aiohttp.ClientError, ValueError) as err:  # malformed responses, URLs aiohttp refuses
             raise _AttemptFailed(f"bad response: {type(err).__name__}: {err}", False, False) from None
 
 
@@ -300,21 +309,28 @@ async def _read_capped(stream: aiohttp.StreamReader, cap: int) -> tuple[bytes, b
 
 
 def _decode_content(raw: bytes, encoding: str, cap: int) -> tuple[bytes, str | None]:
-    """gzip/deflate with a cap on the inflated size, so a small bomb cannot fill memory."""
+    """gzip/deflate (all gzip members) with a cap on the inflated size, so a small bomb cannot
+    fill memory; a truncated or corrupt stream is an error, not a silently short page."""
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         return raw, None
     if encoding not in ("gzip", "x-gzip", "deflate"):
         return b"", f"unsupported Content-Encoding {encoding!r}"
-    for wbits in (47, -15) if encoding == "deflate" else (31,):
-        inflater = zlib.decompressobj(wbits)
+    # deflate is zlib-wrapped by the standard, raw in some servers: try both
+    for wbits in (31,) if encoding != "deflate" else (15, -15):
+        body, rest = bytearray(), raw
         try:
-            body = inflater.decompress(raw, cap + 1)
+            while rest:
+                inflater = zlib.decompressobj(wbits)
+                body += inflater.decompress(rest, cap + 1 - len(body))
+                if len(body) > cap:
+                    return b"", f"decompressed body exceeds the {cap}-byte cap"
+                if not inflater.eof:
+                    return b"", f"truncated {encoding} body"
+                rest = inflater.unused_data.lstrip(b"\0")
         except zlib.error:
             continue
-        if len(body) > cap:
-            return b"", f"decompressed body exceeds the {cap}-byte cap"
-        return body, None
+        return bytes(body), None
     return b"", f"corrupt {encoding} body"
 
 
