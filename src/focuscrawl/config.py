@@ -123,7 +123,7 @@ class CrawlConfig(_Section):
     seeds: list[str] = Field(default_factory=list)
     seeds_file: str | None = None
     topic: Topic = Field(default_factory=Topic)
-    classifier: Literal["svm-linear", "nb-multinomial"] = "svm-linear"
+    classifier: Literal["svm-linear", "nb-multinomial", "nn-4"] = "svm-linear"
     strategy: Literal["bfs", "best-first"] = "best-first"
     budget: Budget = Field(default_factory=Budget)
     politeness: Politeness = Field(default_factory=Politeness)

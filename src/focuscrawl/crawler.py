@@ -117,7 +117,7 @@ class Crawler:
         dump_config(config, directory / CONFIG_FILE)
         crawler = cls(directory, config)
         with crawler.store.transaction():
-            crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0), None) for seed in seeds], 0, None)
+            crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy)
         return crawler
 
@@ -274,7 +274,7 @@ class Crawler:
                 if language_score is not None and language_score < self.config.text.min_stopword_score:
                     relevance, follow = 0.0, False
                 elif self.critic is not None:
-                    relevance = self.critic.score(page.text)
+                    relevance = self.critic.score_page(page)
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
             if response.final_url != item.url:
@@ -293,7 +293,6 @@ class Crawler:
 
     def _queue_links(self, item: Item, page: Page, relevance: float | None) -> None:
         depth = item.depth + 1
-        priority = self.priority(relevance, depth)
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
         found = []
@@ -303,7 +302,7 @@ class Crawler:
                 reason = "nofollow"
             elif reason is None and too_deep:
                 reason = "beyond max depth"
-            found.append((link.url, host_of(link.url), priority, reason))
+            found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
         targets = self.frontier.add(found, depth, item.url_id)
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))

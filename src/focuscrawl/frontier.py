@@ -21,16 +21,18 @@ from focuscrawl.store import DONE, IN_FLIGHT, QUEUED, SKIPPED
 REVIVABLE = ("nofollow", "beyond max depth")
 
 
-def bfs_priority(parent_relevance: float | None, depth: int) -> float:
+def bfs_priority(parent_relevance: float | None, depth: int, url: str) -> float:
     """Breadth-first: shallower first, first found first (ties go to the lower id)."""
     return -float(depth)
 
 
-def best_first_priority(parent_relevance: float | None, depth: int) -> float:
+def best_first_priority(parent_relevance: float | None, depth: int, url: str) -> float:
     """Chakrabarti's baseline: an out-link of u inherits Pr(relevant | u)."""
     return parent_relevance if parent_relevance is not None else 0.0
 
 
+# A strategy gives a discovered URL its priority from its parent's relevance, its depth and
+# the URL itself; evaluation adds reference strategies (oracles) under their own names.
 STRATEGIES = {"bfs": bfs_priority, "best-first": best_first_priority}
 
 

@@ -1,0 +1,167 @@
+"""Ground truth of the test web: page-level topics defined by the documentation's own structure.
+
+A topic is a list of rules (package, path pattern) written before any crawl (``topic-rules.yml``);
+a page is relevant iff a rule matches its path below the package's documentation root. From the
+link graph, ``write_topics`` picks each topic's seeds, training examples and targets and
+recommends a budget. Crawlers never see the rules, only seeds and examples.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, deque
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from focuscrawl.testweb.webmap import WebMap, site_definitions
+
+SEEDS_PER_TOPIC = 20
+MIN_PACKAGES = 3
+
+
+@dataclass
+class Rule:
+    package: str
+    pattern: re.Pattern
+    root: str
+
+    def matches(self, path: str) -> bool:
+        return path.startswith(self.root) and self.pattern.search(path[len(self.root):]) is not None
+
+
+def topic_rules() -> dict:
+    return yaml.safe_load(resources.files("focuscrawl.testweb").joinpath("topic-rules.yml").read_text())["topics"]
+
+
+def compile_rules(rules: list[dict], present: set[str]) -> list[Rule]:
+    sites = site_definitions()
+    return [Rule(r["package"], re.compile(r["pattern"]), sites[r["package"]]["root"].strip("/") + "/")
+            for r in rules if r["package"] in present]
+
+
+class Truth:
+    """Which pages of the test web belong to which topic; pages are root-relative paths."""
+
+    def __init__(self, webmap: WebMap, definitions: dict | None = None):
+        self.webmap = webmap
+        self.present = set(webmap.sites)
+        self.pages = dict(webmap.db.execute("SELECT path, package FROM pages"))
+        self.topics: dict[str, set[str]] = {}
+        self.rules: dict[str, list[Rule]] = {}
+        self.dropped: dict[str, int] = {}
+        for name, spec in (definitions or topic_rules()).items():
+            rules = compile_rules(spec["rules"], self.present)
+            packages = {rule.package for rule in rules}
+            if len(packages) < MIN_PACKAGES:
+                self.dropped[name] = len(packages)
+                continue
+            self.rules[name] = rules
+            by_package: dict[str, list[Rule]] = {}
+            for rule in rules:
+                by_package.setdefault(rule.package, []).append(rule)
+            self.topics[name] = {path for path, package in self.pages.items()
+                                 if any(rule.matches(path) for rule in by_package.get(package, ()))}
+
+    def relevant_url(self, topic: str, url: str, resolver) -> bool:
+        path = resolver.reach(url)
+        return path is not None and path in self.topics[topic]
+
+
+def _graph(webmap: WebMap) -> tuple[dict[int, str], dict[int, list[int]]]:
+    paths = dict(webmap.db.execute("SELECT id, path FROM pages"))
+    out: dict[int, list[int]] = {}
+    for source, target in webmap.db.execute("SELECT source, target FROM links"):
+        out.setdefault(source, []).append(target)
+    return paths, out
+
+
+def _pick_seeds(rng: random.Random, pages: list[tuple[str, str]], count: int) -> list[str]:
+    """``count`` pages from at least 3 packages, no package more than half: round robin over
+    the topic's packages in a shuffled order."""
+    by_package: dict[str, list[str]] = {}
+    for path, package in pages:
+        by_package.setdefault(package, []).append(path)
+    for group in by_package.values():
+        rng.shuffle(group)
+    order = sorted(by_package)
+    rng.shuffle(order)
+    seeds: list[str] = []
+    taken: Counter = Counter()
+    while len(seeds) < count and any(by_package[p] and taken[p] < count // 2 for p in order):
+        for package in order:
+            if by_package[package] and taken[package] < count // 2 and len(seeds) < count:
+                seeds.append(by_package[package].pop())
+                taken[package] += 1
+    return seeds
+
+
+def describe_topics(directory: Path, seed: int = 0) -> dict:
+    """The topics file: per topic its rules, seeds, examples, targets and recommended budget."""
+    webmap = WebMap(directory)
+    truth = Truth(webmap)
+    paths, out = _graph(webmap)
+    ids = {path: page_id for page_id, path in paths.items()}
+    url_of = dict(webmap.db.execute("SELECT path, url FROM pages"))
+    total = len(paths)
+    rng = random.Random(seed)
+    topics = {}
+    for name, members in truth.topics.items():
+        linked = [(p, truth.pages[p]) for p in sorted(members) if out.get(ids[p])]
+        seeds = _pick_seeds(rng, linked, SEEDS_PER_TOPIC)
+        others = sorted(set(paths.values()) - members)
+        negatives = rng.sample(others, min(len(others), 2 * len(seeds)))
+        reachable = _reachable([ids[s] for s in seeds], out)
+        reachable_topic = sum(1 for page_id in reachable if paths[page_id] in members)
+        stays = sum(1 for p in members for t in out.get(ids[p], ()) if paths[t] in members)
+        leaves = sum(len(out.get(ids[p], ())) for p in members)
+        locality = stays / leaves if leaves else 0.0
+        packages = Counter(truth.pages[p] for p in members)
+        topics[name] = {
+            "description": topic_rules()[name].get("description", ""),
+            "packages": dict(sorted(packages.items())),
+            "pages": len(members),
+            "share_of_web": round(len(members) / total, 4),
+            "link_locality": round(locality, 3),
+            "reachable_topic_pages": reachable_topic,
+            "recommended_budget": max(1, reachable_topic // 2),
+            "difficulty": _difficulty(len(members) / total, locality, reachable_topic, len(members), len(packages)),
+            "seeds": [url_of[s] for s in seeds],
+            "positives": [url_of[s] for s in seeds],
+            "negatives": [url_of[n] for n in negatives],
+            "targets": len(members) - len(seeds),
+        }
+    return {"testweb": str(Path(directory).resolve()), "pages": total, "topics": topics,
+            "dropped": truth.dropped}
+
+
+def _reachable(starts: list[int], out: dict[int, list[int]]) -> set[int]:
+    seen = set(starts)
+    queue = deque(starts)
+    while queue:
+        for target in out.get(queue.popleft(), ()):
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+    return seen
+
+
+def _difficulty(share: float, locality: float, reachable: int, pages: int, packages: int) -> str:
+    """Why a topic is hard or easy, in the numbers that decide it for a focused crawler."""
+    reasons = []
+    reasons.append(f"{locality:.0%} of links from topic pages stay in the topic "
+                   + ("(strong locality: easy to follow)" if locality >= 0.5 else "(weak locality: hard to follow)"))
+    reasons.append(f"{reachable} of its {pages} pages are reachable from the seeds"
+                   + (" (most of it: recall can be high)" if reachable >= 0.5 * pages else " (recall is capped low)"))
+    reasons.append(f"{share:.2%} of the web, spread over {packages} packages"
+                   + (" (rare: a random crawl finds little)" if share < 0.01 else ""))
+    return "; ".join(reasons)
+
+
+def write_topics(directory: Path, out: Path, seed: int = 0) -> dict:
+    data = describe_topics(directory, seed)
+    out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120))
+    return data

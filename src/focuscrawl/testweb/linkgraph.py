@@ -1,0 +1,135 @@
+"""The test web's link graph, and how many of its links survive being served over HTTP.
+
+Every page is parsed once; each ``<a href>`` is resolved twice: on disk (relative to the file,
+as a browser opening the file would) and over HTTP (relative to the page's URL, through the
+server's routing and redirects). Pages and page-to-page links go to ``testweb.db``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from functools import lru_cache
+from multiprocessing import get_context
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+from lxml import etree
+
+from focuscrawl.fetch.urls import canonical_url
+from focuscrawl.testweb.webmap import WebMap
+
+GRAPH_SCHEMA = """
+DROP TABLE IF EXISTS pages;
+DROP TABLE IF EXISTS links;
+CREATE TABLE pages (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, package TEXT NOT NULL, url TEXT NOT NULL);
+CREATE TABLE links (source INTEGER NOT NULL, target INTEGER NOT NULL, PRIMARY KEY (source, target)) WITHOUT ROWID;
+CREATE INDEX pages_url ON pages (url);
+"""
+_PARSER = etree.HTMLParser(remove_comments=True, no_network=True)
+_webmap: WebMap | None = None
+
+
+class Resolver:
+    """Memoised routing of URLs to the page files they reach (following redirects)."""
+
+    def __init__(self, webmap: WebMap):
+        self.webmap = webmap
+        self.reach = lru_cache(maxsize=200_000)(self._reach)
+
+    def _reach(self, url: str) -> str | None:
+        for _ in range(5):
+            parts = urlsplit(url)
+            found = self.webmap.locate(parts.hostname or "", parts.path or "/")
+            if found is None:
+                return None
+            kind, target = found
+            if kind == "file":
+                return target
+            url = urljoin(url, target)
+        return None
+
+
+def _hrefs(path: Path) -> list[str]:
+    try:
+        tree = etree.parse(str(path), _PARSER)
+    except (OSError, etree.ParseError, ValueError):
+        return []
+    root = tree.getroot()
+    if root is None:
+        return []
+    base = root.find(".//base[@href]")
+    hrefs = [a.get("href").strip() for a in root.iter("a") if a.get("href")]
+    return hrefs if base is None else []  # pages with <base> are rare; their links are left out
+
+
+def _page_links(path: str) -> tuple[str, list[str], Counter]:
+    """(page, pages it links to, counts of how its links resolve)."""
+    webmap = _webmap
+    resolver = _resolver
+    url = webmap.url_of(path)
+    counts: Counter = Counter()
+    targets = []
+    for href in _hrefs(webmap.root / path):
+        if href.startswith(("#", "javascript:", "mailto:", "data:")):
+            continue
+        parts = urlsplit(href)
+        if parts.scheme in ("http", "https"):
+            host = parts.hostname or ""
+            if host in webmap.by_host:
+                counts["absolute_into_web"] += 1
+                target = resolver.reach(canonical_url(href))
+                counts["absolute_into_web_resolved"] += target is not None
+                if target:
+                    targets.append(target)
+            else:
+                counts["outside_web"] += 1
+            continue
+        if parts.scheme or parts.netloc:
+            continue
+        disk = parts.path if parts.path.startswith("/") else posixpath.join("/" + posixpath.dirname(path), parts.path)
+        on_disk = webmap.resolve(posixpath.normpath(unquote(disk)).lstrip("/")) if parts.path else path
+        if on_disk is None:
+            counts["broken_on_disk"] += 1
+            continue
+        counts["on_disk"] += 1
+        try:
+            target = resolver.reach(canonical_url(urljoin(url, href)))
+        except ValueError:
+            target = None
+        counts["on_disk_and_http"] += target == on_disk
+        if target:
+            targets.append(target)
+    return path, sorted(set(targets)), counts
+
+
+def _init(directory: str) -> None:
+    global _webmap, _resolver
+    _webmap = WebMap(Path(directory))
+    _resolver = Resolver(_webmap)
+
+
+def build_link_graph(directory: Path, processes: int = 2, progress=None) -> dict:
+    """Parse every page of the test web; fill ``pages`` and ``links``; return the link report."""
+    webmap = WebMap(directory)
+    db = webmap.db
+    db.executescript(GRAPH_SCHEMA)
+    pages = [(path, package) for path, package in db.execute("SELECT path, package FROM files WHERE page = 1 ORDER BY path")]
+    db.executemany("INSERT INTO pages (path, package, url) VALUES (?, ?, ?)",
+                   [(path, package, webmap.url_of(path, package)) for path, package in pages])
+    ids = dict(db.execute("SELECT path, id FROM pages"))
+    totals: Counter = Counter()
+    with get_context("fork").Pool(processes, initializer=_init, initargs=(str(directory),)) as pool:
+        for done, (path, targets, counts) in enumerate(pool.imap_unordered(_page_links, [p for p, _ in pages], 64), 1):
+            totals.update(counts)
+            source = ids[path]
+            db.executemany("INSERT OR IGNORE INTO links VALUES (?, ?)",
+                           [(source, ids[t]) for t in targets if t in ids and ids[t] != source])
+            if progress and done % 2000 == 0:
+                progress(done, len(pages))
+    db.commit()
+    report = dict(totals)
+    report["pages"] = len(pages)
+    report["page_links"] = db.execute("SELECT COUNT(*) FROM links").fetchone()[0]
+    report["http_over_disk"] = round(totals["on_disk_and_http"] / totals["on_disk"], 4) if totals["on_disk"] else None
+    return report

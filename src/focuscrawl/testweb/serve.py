@@ -1,0 +1,79 @@
+"""Serve the test web over HTTP on loopback: one port, every site told apart by its Host header."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+from pathlib import Path
+
+import yaml
+from aiohttp import web
+
+from focuscrawl.testweb.webmap import WebMap
+
+CHUNK = 16384
+
+
+def robots_txt(webmap: WebMap, host: str) -> str:
+    site = webmap.by_host.get(host)
+    rules = site.robots_disallow if site else []
+    return "User-agent: *\n" + "".join(f"Disallow: {rule}\n" for rule in rules) + ("" if rules else "Disallow:\n")
+
+
+def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = None) -> web.Application:
+    """``latency`` seconds before each answer; ``bandwidth`` bytes/s while sending a body."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if latency:
+            await asyncio.sleep(latency)
+        host = request.host.rpartition(":")[0] if request.host.count(":") == 1 else request.host
+        if request.path == "/robots.txt" and host in webmap.by_host:
+            return web.Response(text=robots_txt(webmap, host), content_type="text/plain")
+        found = webmap.locate(host, request.path)
+        if found is None:
+            raise web.HTTPNotFound()
+        kind, target = found
+        if kind == "redirect":
+            raise web.HTTPMovedPermanently(target)
+        path = webmap.root / target
+        if bandwidth is None:
+            return web.FileResponse(path)
+        return await _throttled(request, path, bandwidth)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+async def _throttled(request: web.Request, path: Path, bandwidth: float) -> web.StreamResponse:
+    body = path.read_bytes()
+    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    response = web.StreamResponse(headers={"Content-Type": content_type, "Content-Length": str(len(body))})
+    await response.prepare(request)
+    for start in range(0, len(body), CHUNK):
+        await response.write(body[start:start + CHUNK])
+        await asyncio.sleep(CHUNK / bandwidth)
+    return response
+
+
+def write_host_map(webmap: WebMap, port: int) -> Path:
+    """``DIR/hostmap.yml``: the ``host_map`` section a crawl config needs to reach every site."""
+    path = webmap.directory / "hostmap.yml"
+    data = {"hosts": {host: f"127.0.0.1:{port}" for host in webmap.hosts()}, "https_to_http": True}
+    path.write_text(yaml.safe_dump(data, sort_keys=True))
+    return path
+
+
+async def serve(webmap: WebMap, port: int = 0, latency: float = 0.0, bandwidth: float | None = None,
+                ready=None) -> None:
+    runner = web.AppRunner(make_app(webmap, latency, bandwidth), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
+    port = runner.addresses[0][1]
+    hostmap = write_host_map(webmap, port)
+    if ready:
+        ready(port, hostmap)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,155 @@
+"""Where each page of the test web lives: its file on disk and its URL over HTTP.
+
+A package whose docs mirror a public site (``sites.yml``: docs.python.org/3/ ↔
+usr/share/doc/python3.11/html/) is served under that host name and path; every other package
+gets a host of its own, ``<package>.docs.test``, serving its files at their disk paths
+(``/usr/share/doc/<package>/…``) so that the relative and absolute ``/usr/share/doc`` links the
+packages carry keep working. A request for a file that another site owns is redirected there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import yaml
+
+from focuscrawl.testweb.build import connect
+
+TEST_DOMAIN = "docs.test"
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A package served under a public site's host and path prefix."""
+
+    package: str
+    scheme: str
+    host: str
+    prefix: str  # URL path prefix, ends with '/'
+    disk: str  # folder under root, ends with '/'
+
+
+@dataclass
+class Site:
+    package: str
+    host: str
+    robots_disallow: list[str] = field(default_factory=list)
+
+
+def site_definitions() -> dict:
+    """The shipped knowledge about packages: public mirrors and robots rules."""
+    return yaml.safe_load(resources.files("focuscrawl.testweb").joinpath("sites.yml").read_text())
+
+
+def own_host(package: str) -> str:
+    return f"{re.sub(r'[^a-z0-9.-]', '-', package)}.{TEST_DOMAIN}"
+
+
+class WebMap:
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.root = self.directory / "root"
+        self.db: sqlite3.Connection = connect(self.directory)
+        present = {name for (name,) in self.db.execute("SELECT name FROM packages")}
+        if not present:
+            raise FileNotFoundError(f"{directory}: not a built test web (run 'focuscrawl testweb build {directory}')")
+        definitions = site_definitions()
+        self.mirrors: list[Mirror] = []
+        self.sites: dict[str, Site] = {}
+        for package in sorted(present):
+            spec = definitions.get(package) or {}
+            host = own_host(package)
+            if spec.get("canonical"):
+                url = urlsplit(spec["canonical"])
+                host = url.hostname
+                self.mirrors.append(Mirror(package, url.scheme, host, url.path, spec["root"].strip("/") + "/"))
+            self.sites[package] = Site(package, host, list(spec.get("robots_disallow", [])))
+        self.by_host = {site.host: site for site in self.sites.values()}
+        # longest disk folders first, so a nested mirror wins over an enclosing one
+        self.mirrors.sort(key=lambda m: -len(m.disk))
+
+    # -- disk -> URL ------------------------------------------------------------------------
+
+    def owner(self, path: str) -> str | None:
+        row = self.db.execute("SELECT package FROM files WHERE path = ?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def url_of(self, path: str, package: str | None = None) -> str | None:
+        """The URL of a file (path relative to root) of the test web, None if nobody owns it."""
+        package = package or self.owner(path)
+        if package is None:
+            return None
+        for mirror in self.mirrors:
+            if mirror.package == package and path.startswith(mirror.disk):
+                return f"{mirror.scheme}://{mirror.host}{mirror.prefix}{path[len(mirror.disk):]}"
+        return f"http://{self.sites[package].host}/{path}"
+
+    # -- URL -> disk --------------------------------------------------------------------------
+
+    def disk_path(self, host: str, url_path: str) -> str | None:
+        """The root-relative path a request names (before symlinks), None if outside the web."""
+        url_path = unquote(url_path)
+        for mirror in self.mirrors:
+            if mirror.host == host and url_path.startswith(mirror.prefix):
+                return mirror.disk + url_path[len(mirror.prefix):]
+        if host in self.by_host and url_path.startswith("/"):
+            return url_path[1:]
+        return None
+
+    def resolve(self, path: str) -> str | None:
+        """Follow symlinks inside root (absolute targets are taken relative to root);
+        a folder resolves to its index.html. None if missing or leaving root."""
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        resolved: list[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = self.root.joinpath(*resolved, part)
+            if candidate.is_symlink():
+                hops += 1
+                if hops > 40:
+                    return None
+                target = os.readlink(candidate)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+                continue
+            resolved.append(part)
+        full = self.root.joinpath(*resolved)
+        if full.is_dir():
+            resolved.append("index.html")
+            full = full / "index.html"
+        return "/".join(resolved) if full.is_file() else None
+
+    def locate(self, host: str, url_path: str) -> tuple[str, str] | None:
+        """('file', root-relative path) to serve, ('redirect', URL) when another URL owns the
+        file, or None for a 404."""
+        requested = self.disk_path(host, url_path)
+        if requested is None:
+            return None
+        path = self.resolve(requested)
+        if path is None:
+            return None
+        url = self.url_of(path)
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        folder = path.endswith("/index.html") and not requested.endswith("index.html")
+        if parts.hostname == host and (folder or unquote(parts.path) == unquote(url_path)):
+            if folder and not url_path.endswith("/"):
+                return "redirect", url_path + "/"  # relative links inside need the slash
+            return "file", path
+        return "redirect", url
+
+    def hosts(self) -> list[str]:
+        return sorted(self.by_host)
