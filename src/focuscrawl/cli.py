@@ -19,9 +19,17 @@ from rich.text import Text
 from focuscrawl.bench import bench_crawl
 from focuscrawl.config import ConfigError, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import Crawler, Progress
+from focuscrawl.evaluate.harness import run_eval
+from focuscrawl.evaluate.report import write_report
 from focuscrawl.learn import ModelError
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
+from focuscrawl.testweb.build import BuildError, package_list
+from focuscrawl.testweb.build import build as build_testweb
+from focuscrawl.testweb.groundtruth import write_topics
+from focuscrawl.testweb.linkgraph import build_link_graph
+from focuscrawl.testweb.serve import serve as serve_testweb
 from focuscrawl.testweb.server import ThreadedServer
+from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
@@ -224,3 +232,102 @@ def bench_crawl_command(
 ) -> None:
     """Pages per second, peak memory and harvest of a crawl of a local synthetic site (JSON)."""
     print(json.dumps(bench_crawl(pages, hosts, strategy, concurrency, budget, directory=out), indent=2))
+
+
+testweb_app = typer.Typer(help="The offline benchmark web of Debian documentation sites.", no_args_is_help=True)
+app.add_typer(testweb_app, name="testweb")
+
+
+@testweb_app.command("build")
+def testweb_build(
+    directory: Path = typer.Argument(..., help="folder to build the test web in"),
+    packages: str = typer.Option("default", "--packages", help="file with one package per line, or 'default' / 'small'"),
+) -> None:
+    """Download (apt-get download) and unpack (dpkg -x) documentation packages, then map their links."""
+    try:
+        names = package_list(packages)
+        with progress_console.status(f"downloading {len(names)} packages…") as status:
+            manifest = build_testweb(directory, names, lambda name: status.update(f"unpacked {name}"))
+            status.update("parsing every page for the link graph…")
+            manifest["links"] = build_link_graph(directory)
+    except BuildError as error:
+        _fail(str(error))
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    links = manifest["links"]
+    print(json.dumps({"packages": len(manifest["packages"]), "pages": manifest["pages"],
+                      "build_seconds": manifest["build_seconds"], "links": links}, indent=2))
+
+
+@testweb_app.command("serve")
+def testweb_serve(
+    directory: Path = typer.Argument(...),
+    port: int = typer.Option(8800, "--port", help="0 picks a free port"),
+    latency: float = typer.Option(0.0, "--latency", help="seconds before each answer"),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="bytes per second per response"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON line when ready"),
+) -> None:
+    """Serve every site on 127.0.0.1 and write DIR/hostmap.yml for crawl configs."""
+    try:
+        webmap = WebMap(directory)
+    except FileNotFoundError as error:
+        _fail(str(error))
+
+    def ready(bound: int, hostmap: Path) -> None:
+        if as_json:
+            print(json.dumps({"port": bound, "hostmap": str(hostmap), "hosts": len(webmap.hosts())}), flush=True)
+        else:
+            print(f"serving {len(webmap.hosts())} sites on http://127.0.0.1:{bound}/ — host map: {hostmap}", flush=True)
+
+    try:
+        asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready))
+    except KeyboardInterrupt:
+        pass
+
+
+@testweb_app.command("topics")
+def testweb_topics(
+    directory: Path = typer.Argument(...),
+    out: Optional[Path] = typer.Option(None, "--out", help="topics file (default: DIR/topics.yml)"),
+    rules: Optional[Path] = typer.Option(None, "--rules", help="topic rules (default: the shipped topic-rules.yml)"),
+) -> None:
+    """Write the ground truth: topics with seeds, examples, targets and a recommended budget."""
+    try:
+        data = write_topics(directory, out or directory / "topics.yml", rules)
+    except FileNotFoundError as error:
+        _fail(str(error))
+    for name, topic in data["topics"].items():
+        print(f"kept {name}: {topic['pages']} pages in {len(topic['packages'])} packages, "
+              f"budget {topic['recommended_budget']}", file=sys.stderr)
+    for name, present in data["dropped"].items():
+        print(f"dropped {name}: only {present} of its packages are in this test web", file=sys.stderr)
+    print(out or directory / "topics.yml")
+
+
+@app.command("eval")
+def evaluate(
+    testweb: Path = typer.Option(..., "--testweb", help="a built test web"),
+    topics: Path = typer.Option(..., "--topics", help="topics file from 'testweb topics'"),
+    crawlers: str = typer.Option("bfs,best-first-nb,best-first-svm,best-first-nn", "--crawlers"),
+    budget: str = typer.Option("auto", "--budget", help="pages per crawl, or 'auto' (each topic's recommendation)"),
+    repeats: int = typer.Option(1, "--repeats"),
+    seeds_per_topic: Optional[int] = typer.Option(None, "--seeds-per-topic", help="use K of each topic's seeds"),
+    topic: list[str] = typer.Option([], "--topic", help="only these topics (repeatable)"),
+    out: Path = typer.Option(Path("results"), "--out"),
+) -> None:
+    """Run crawlers side by side on the test web; write results.json, plots and report.md."""
+    if budget != "auto" and not budget.isdigit():
+        _fail(f"--budget: {budget!r} is not a number of pages or 'auto'")
+    names = [name.strip() for name in crawlers.split(",") if name.strip()]
+
+    def show(name, topic_name, repeat, pages):
+        print(f"{name:>16} {topic_name:<20} run {repeat}: {len(pages)} pages", file=sys.stderr)
+
+    try:
+        results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
+                           seeds_per_topic, only_topics=topic or None, progress=show)
+    except (*USER_ERRORS, FileNotFoundError) as error:
+        _fail(str(error))
+    report = write_report(results, out)
+    summary = {name: {k: entry[k] for k in ("harvest_rate", "target_recall", "pages_per_second")}
+               for name, entry in results["crawlers"].items()}
+    print(json.dumps({"report": str(report), "crawlers": summary}, indent=2))

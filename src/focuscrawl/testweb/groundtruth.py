@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from focuscrawl.testweb.webmap import WebMap, site_definitions
+from focuscrawl.testweb.webmap import WebMap
 
 SEEDS_PER_TOPIC = 20
 MIN_PACKAGES = 3
@@ -26,50 +26,37 @@ MIN_PACKAGES = 3
 @dataclass
 class Rule:
     package: str
-    pattern: re.Pattern
-    root: str
+    pattern: re.Pattern  # searched in the page's path below the test web's root
 
-    def matches(self, path: str) -> bool:
-        return path.startswith(self.root) and self.pattern.search(path[len(self.root):]) is not None
-
-
-def topic_rules() -> dict:
-    return yaml.safe_load(resources.files("focuscrawl.testweb").joinpath("topic-rules.yml").read_text())["topics"]
+    def matches(self, package: str, path: str) -> bool:
+        return package == self.package and self.pattern.search(path) is not None
 
 
-def compile_rules(rules: list[dict], present: set[str]) -> list[Rule]:
-    sites = site_definitions()
-    return [Rule(r["package"], re.compile(r["pattern"]), sites[r["package"]]["root"].strip("/") + "/")
-            for r in rules if r["package"] in present]
+def topic_rules(path: Path | None = None) -> dict:
+    """Topic definitions: the shipped ``topic-rules.yml`` or a file of the same shape."""
+    text = Path(path).read_text() if path else resources.files("focuscrawl.testweb").joinpath("topic-rules.yml").read_text()
+    return yaml.safe_load(text)["topics"]
 
 
 class Truth:
     """Which pages of the test web belong to which topic; pages are root-relative paths."""
 
-    def __init__(self, webmap: WebMap, definitions: dict | None = None):
+    def __init__(self, webmap: WebMap, definitions: dict):
         self.webmap = webmap
-        self.present = set(webmap.sites)
+        present = set(webmap.sites)
         self.pages = dict(webmap.db.execute("SELECT path, package FROM pages"))
         self.topics: dict[str, set[str]] = {}
-        self.rules: dict[str, list[Rule]] = {}
+        self.rules: dict[str, list[dict]] = {}
         self.dropped: dict[str, int] = {}
-        for name, spec in (definitions or topic_rules()).items():
-            rules = compile_rules(spec["rules"], self.present)
-            packages = {rule.package for rule in rules}
-            if len(packages) < MIN_PACKAGES:
-                self.dropped[name] = len(packages)
+        for name, spec in definitions.items():
+            kept = [rule for rule in spec["rules"] if rule["package"] in present]
+            if len({rule["package"] for rule in kept}) < MIN_PACKAGES:
+                self.dropped[name] = len({rule["package"] for rule in kept})
                 continue
-            self.rules[name] = rules
-            by_package: dict[str, list[Rule]] = {}
-            for rule in rules:
-                by_package.setdefault(rule.package, []).append(rule)
+            self.rules[name] = kept
+            compiled = [Rule(rule["package"], re.compile(rule["pattern"])) for rule in kept]
             self.topics[name] = {path for path, package in self.pages.items()
-                                 if any(rule.matches(path) for rule in by_package.get(package, ()))}
-
-    def relevant_url(self, topic: str, url: str, resolver) -> bool:
-        path = resolver.reach(url)
-        return path is not None and path in self.topics[topic]
-
+                                 if any(rule.matches(package, path) for rule in compiled)}
 
 def _graph(webmap: WebMap) -> tuple[dict[int, str], dict[int, list[int]]]:
     paths = dict(webmap.db.execute("SELECT id, path FROM pages"))
@@ -89,20 +76,24 @@ def _pick_seeds(rng: random.Random, pages: list[tuple[str, str]], count: int) ->
         rng.shuffle(group)
     order = sorted(by_package)
     rng.shuffle(order)
+    cap = count // 2  # the largest per-package share that stays at most half of what is picked
+    while cap > 1 and cap > min(count, sum(min(len(g), cap) for g in by_package.values())) / 2:
+        cap -= 1
     seeds: list[str] = []
     taken: Counter = Counter()
-    while len(seeds) < count and any(by_package[p] and taken[p] < count // 2 for p in order):
+    while len(seeds) < count and any(by_package[p] and taken[p] < cap for p in order):
         for package in order:
-            if by_package[package] and taken[package] < count // 2 and len(seeds) < count:
+            if by_package[package] and taken[package] < cap and len(seeds) < count:
                 seeds.append(by_package[package].pop())
                 taken[package] += 1
     return seeds
 
 
-def describe_topics(directory: Path, seed: int = 0) -> dict:
+def describe_topics(directory: Path, rules_file: Path | None = None, seed: int = 0) -> dict:
     """The topics file: per topic its rules, seeds, examples, targets and recommended budget."""
     webmap = WebMap(directory)
-    truth = Truth(webmap)
+    definitions = topic_rules(rules_file)
+    truth = Truth(webmap, definitions)
     paths, out = _graph(webmap)
     ids = {path: page_id for page_id, path in paths.items()}
     url_of = dict(webmap.db.execute("SELECT path, url FROM pages"))
@@ -121,7 +112,8 @@ def describe_topics(directory: Path, seed: int = 0) -> dict:
         locality = stays / leaves if leaves else 0.0
         packages = Counter(truth.pages[p] for p in members)
         topics[name] = {
-            "description": topic_rules()[name].get("description", ""),
+            "description": definitions[name].get("description", ""),
+            "rules": truth.rules[name],
             "packages": dict(sorted(packages.items())),
             "pages": len(members),
             "share_of_web": round(len(members) / total, 4),
@@ -161,7 +153,7 @@ def _difficulty(share: float, locality: float, reachable: int, pages: int, packa
     return "; ".join(reasons)
 
 
-def write_topics(directory: Path, out: Path, seed: int = 0) -> dict:
-    data = describe_topics(directory, seed)
+def write_topics(directory: Path, out: Path, rules_file: Path | None = None, seed: int = 0) -> dict:
+    data = describe_topics(directory, rules_file, seed)
     out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120))
     return data

@@ -1,0 +1,52 @@
+"""Crawlers by name, for ``focuscrawl eval``. Each is the real crawl code path with settings;
+the two oracles replace the critic or the link priority by the ground truth and exist only as
+reference lines. Later issues add names here (apprentice, BINGO! retraining) and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from focuscrawl.crawler import Crawler
+
+
+@dataclass(frozen=True)
+class CrawlerSpec:
+    name: str
+    settings: dict = field(default_factory=dict)  # config overrides, section by section
+    reference: bool = False  # uses the ground truth: plotted as a reference line
+    prepare: Callable[[Crawler, Callable[[str], bool]], None] | None = None  # gets is_relevant(url)
+
+
+class OracleCritic:
+    """A perfect page critic: Pr(relevant | page) is the ground truth of the page's URL."""
+
+    def __init__(self, is_relevant: Callable[[str], bool]):
+        self.is_relevant = is_relevant
+
+    def score_page(self, page) -> float:
+        return 1.0 if self.is_relevant(page.url) else 0.0
+
+
+def _oracle_critic(crawler: Crawler, is_relevant) -> None:
+    crawler.critic = OracleCritic(is_relevant)
+
+
+def _oracle_link(crawler: Crawler, is_relevant) -> None:
+    """Priority = true relevance of the linked page (ties: the parent's score, then FIFO)."""
+
+    def priority(parent_relevance: float | None, depth: int, url: str) -> float:
+        return (1.0 if is_relevant(url) else 0.0) + 0.001 * (parent_relevance or 0.0)
+
+    crawler.priority = priority
+
+
+REGISTRY = {spec.name: spec for spec in [
+    CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
+    CrawlerSpec("best-first-nb", {"strategy": "best-first", "classifier": "nb-multinomial"}),
+    CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-linear"}),
+    CrawlerSpec("best-first-nn", {"strategy": "best-first", "classifier": "nn-4"}),
+    CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
+    CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
+                prepare=_oracle_link),
+]}

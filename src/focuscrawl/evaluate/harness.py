@@ -1,0 +1,202 @@
+"""``focuscrawl eval``: every named crawler on every topic of the test web, same seeds, same
+budget, same politeness; metrics from the ground truth; ``results.json``, plots, ``report.md``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from focuscrawl.config import ConfigError, validate_config
+from focuscrawl.crawler import Crawler
+from focuscrawl.evaluate import metrics
+from focuscrawl.evaluate.crawlers import REGISTRY
+from focuscrawl.testweb.groundtruth import Truth
+from focuscrawl.testweb.linkgraph import Resolver
+from focuscrawl.testweb.webmap import WebMap
+
+
+class TestWebServer:
+    """The test web served by a child process for the duration of an evaluation."""
+
+    def __init__(self, directory: Path, latency: float = 0.0):
+        command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--json"]
+        if latency:
+            command += ["--latency", str(latency)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the test web server did not start (exit code {self.process.wait()})")
+        self.info = json.loads(line)
+        self.host_map = yaml.safe_load(Path(self.info["hostmap"]).read_text())
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def running_host_map(directory: Path) -> dict | None:
+    """The host map of a test web server already serving ``directory``, if one is."""
+    path = Path(directory) / "hostmap.yml"
+    if not path.exists():
+        return None
+    host_map = yaml.safe_load(path.read_text())
+    ports = {int(a.rpartition(":")[2]) for a in host_map["hosts"].values()}
+    return host_map if len(ports) == 1 and _listening(ports.pop()) else None
+
+
+def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, seeds_per_topic: int | None,
+                 concurrency: int) -> dict:
+    seeds = list(topic["seeds"])
+    negatives = list(topic["negatives"])
+    if seeds_per_topic:
+        seeds = sorted(random.Random(0).sample(seeds, min(seeds_per_topic, len(seeds))))
+        negatives = negatives[: 2 * len(seeds)]
+    data = {
+        "seeds": seeds,
+        "topic": {"positive": seeds, "negative": negatives},
+        "budget": {"max_pages": budget},
+        "politeness": {"min_interval": 0.0},
+        "fetch": {"concurrency": concurrency, "loopback_only": True},
+        "host_map": host_map,
+        "harvest_log_every": 100,
+    }
+    for key, value in spec_settings.items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    return data
+
+
+def fetched_pages(directory: Path, is_relevant, is_target) -> tuple[list[metrics.Fetched], float]:
+    """HTML pages in fetch order with their truth and critic score; and the crawl's pages/s."""
+    db = sqlite3.connect(directory / "crawl.db")
+    rows = db.execute(
+        "SELECT f.final_url, d.relevance, f.fetched_at FROM fetches f JOIN documents d ON d.fetch_id = f.id ORDER BY f.id"
+    ).fetchall()
+    if not rows:
+        return [], 0.0
+    start = rows[0][2]
+    pages = [metrics.Fetched(url, is_relevant(url), score, is_target(url), at - start) for url, score, at in rows]
+    elapsed = rows[-1][2] - start
+    return pages, (len(rows) / elapsed if elapsed > 0 else 0.0)
+
+
+def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget: int | None, out: Path,
+             repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int = 16,
+             only_topics: list[str] | None = None, progress=None) -> dict:
+    """``budget`` None means each topic's recommended budget (``--budget auto``)."""
+    unknown = [name for name in crawler_names if name not in REGISTRY]
+    if unknown:
+        raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
+    topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
+    if only_topics:
+        missing = [t for t in only_topics if t not in topics]
+        if missing:
+            raise ConfigError(f"--topic: not in {topics_file}: {', '.join(missing)}")
+        topics = {name: topics[name] for name in only_topics}
+    webmap = WebMap(testweb)
+    truth = Truth(webmap, topics)
+    resolver = Resolver(webmap)
+    out.mkdir(parents=True, exist_ok=True)
+    host_map = running_host_map(testweb)
+    server = None if host_map else TestWebServer(testweb)
+    host_map = host_map or server.host_map
+    results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {}}
+    try:
+        for topic_name, topic in topics.items():
+            members = truth.topics[topic_name]
+            seeds = {resolver.reach(url) for url in topic["seeds"]}
+            topic_budget = budget or topic["recommended_budget"]
+            results["topics"][topic_name] = {"budget": topic_budget, "targets": len(members - seeds)}
+
+            def is_relevant(url: str, members=members) -> bool:
+                return resolver.reach(url) in members
+
+            def is_target(url: str, members=members, seeds=seeds) -> bool:
+                path = resolver.reach(url)
+                return path in members and path not in seeds
+
+            for name in crawler_names:
+                spec = REGISTRY[name]
+                runs = []
+                for repeat in range(repeats):
+                    directory = out / "crawls" / name / f"{topic_name}-{repeat}"
+                    shutil.rmtree(directory, ignore_errors=True)
+                    data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, concurrency)
+                    crawler = Crawler.create(validate_config(data, f"{name}/{topic_name}"), directory)
+                    if spec.prepare:
+                        spec.prepare(crawler, is_relevant)
+                    asyncio.run(crawler.run())
+                    pages, rate = fetched_pages(directory, is_relevant, is_target)
+                    runs.append((pages, rate))
+                    if progress:
+                        progress(name, topic_name, repeat, pages)
+                results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
+                results["crawlers"][name]["topics"][topic_name] = _topic_result(runs, len(members - seeds))
+    finally:
+        if server:
+            server.close()
+    _aggregate(results)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int) -> dict:
+    """Curves averaged over repeats, and the crawl's fetched URLs and critic scores."""
+    curves = [metrics.curve(pages, targets) for pages, _ in runs]
+    length = min(len(c) for c in curves)
+    averaged = []
+    for i in range(length):
+        point = {"pages": curves[0][i]["pages"]}
+        for key in ("harvest_rate", "loss_rate", "estimated_harvest", "target_recall"):
+            values = [c[i][key] for c in curves if c[i][key] is not None]
+            point[key] = sum(values) / len(values) if values else None
+        averaged.append(point)
+    last = averaged[-1] if averaged else {}
+    pages = runs[0][0]
+    return {
+        "harvest_rate": last.get("harvest_rate"),
+        "loss_rate": last.get("loss_rate"),
+        "estimated_harvest": last.get("estimated_harvest"),
+        "target_recall": last.get("target_recall"),
+        "pages": last.get("pages", 0),
+        "pages_per_second": round(sum(rate for _, rate in runs) / len(runs), 1),
+        "curve": averaged,
+        "urls": [p.url for p in pages],
+        "scores": [round(p.score, 4) for p in pages if p.score is not None],
+    }
+
+
+def _aggregate(results: dict) -> None:
+    """Means ± standard errors over topics, paired t-tests and URL overlap between crawlers."""
+    crawlers = results["crawlers"]
+    topic_names = list(results["topics"])
+    for entry in crawlers.values():
+        for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "pages", "pages_per_second"):
+            mean, stderr = metrics.mean_stderr([entry["topics"][t][key] for t in topic_names if t in entry["topics"]])
+            entry[key], entry[f"{key}_stderr"] = mean, stderr
+    names = list(crawlers)
+    results["t_tests"] = {
+        f"{a} > {b}": {key: metrics.paired_greater([crawlers[a]["topics"][t][key] for t in topic_names],
+                                                   [crawlers[b]["topics"][t][key] for t in topic_names])
+                       for key in ("harvest_rate", "target_recall")}
+        for a in names for b in names if a != b
+    }
+    results["overlap"] = {
+        f"{a} & {b}": metrics.mean_stderr([metrics.overlap(set(crawlers[a]["topics"][t]["urls"]),
+                                                           set(crawlers[b]["topics"][t]["urls"])) for t in topic_names])[0]
+        for i, a in enumerate(names) for b in names[i + 1:]
+    }

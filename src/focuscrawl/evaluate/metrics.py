@@ -1,0 +1,81 @@
+"""The papers' crawl metrics, from the sequence of pages a crawler fetched.
+
+For a crawl that fetched pages u_1 … u_t (HTML pages, in fetch order):
+
+- harvest rate H(t) = |relevant among u_1..u_t| / t (ground truth); loss rate = 1 − H(t)
+  (Chakrabarti 2002 §3.1; Pant 2005 §6);
+- estimated harvest (1/t) Σ Pr(c | u_i), the critic's own view (Chakrabarti Fig. 10);
+- target recall |targets among u_1..u_t| / |targets| (Pant §6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import stats
+
+
+@dataclass
+class Fetched:
+    url: str
+    relevant: bool
+    score: float | None  # the critic's Pr(relevant | page)
+    target: bool
+    at: float  # seconds since the first fetch
+
+
+def curve(pages: list[Fetched], targets: int, every: int = 100) -> list[dict]:
+    """Metrics after every ``every`` pages and at the end."""
+    points = []
+    relevant = target_hits = 0
+    score_sum = 0.0
+    scored = 0
+    for t, page in enumerate(pages, 1):
+        relevant += page.relevant
+        target_hits += page.target
+        if page.score is not None:
+            score_sum += page.score
+            scored += 1
+        if t % every == 0 or t == len(pages):
+            points.append({
+                "pages": t,
+                "harvest_rate": relevant / t,
+                "loss_rate": 1 - relevant / t,
+                "estimated_harvest": score_sum / scored if scored else None,
+                "target_recall": target_hits / targets if targets else None,
+                "seconds": round(page.at, 3),
+            })
+    return points
+
+
+def at_pages(points: list[dict], pages: int) -> dict | None:
+    """The last point at or before ``pages`` fetched."""
+    eligible = [p for p in points if p["pages"] <= pages]
+    return eligible[-1] if eligible else None
+
+
+def mean_stderr(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def paired_greater(a: list[float], b: list[float]) -> float | None:
+    """One-tailed paired t-test p-value for 'a > b' over topics (Pant Table II)."""
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    if len(pairs) < 2 or all(x == y for x, y in pairs):
+        return None
+    xs, ys = zip(*pairs)
+    return float(stats.ttest_rel(xs, ys, alternative="greater").pvalue)
+
+
+def overlap(a: set[str], b: set[str]) -> float | None:
+    """Share of URLs two crawls have in common, relative to the smaller (Pant Fig. 12)."""
+    smaller = min(len(a), len(b))
+    return len(a & b) / smaller if smaller else None

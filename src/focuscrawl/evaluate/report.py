@@ -1,0 +1,108 @@
+"""Plots (Pant Fig. 7, Chakrabarti Fig. 10, Pant Fig. 11) and ``report.md`` from results.json."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from focuscrawl.evaluate import metrics  # noqa: E402
+
+
+def _series(results: dict, name: str, key: str) -> tuple[list[float], list[float], list[float]]:
+    """Mean and standard error over topics of ``key`` at relative positions of each topic's budget,
+    so topics with different budgets share one axis (fraction of the budget fetched)."""
+    topics = results["crawlers"][name]["topics"]
+    xs, means, errors = [], [], []
+    for step in range(1, 21):
+        fraction = step / 20
+        values = []
+        for topic in topics.values():
+            curve = topic["curve"]
+            if not curve:
+                continue
+            point = metrics.at_pages(curve, math.ceil(fraction * curve[-1]["pages"]))
+            if point and point[key] is not None:
+                values.append(point[key])
+        if values:
+            mean, error = metrics.mean_stderr(values)
+            xs.append(fraction)
+            means.append(mean)
+            errors.append(error)
+    return xs, means, errors
+
+
+def plot_curves(results: dict, out: Path) -> list[Path]:
+    paths = []
+    for key, label in (("harvest_rate", "harvest rate (ground truth)"), ("target_recall", "target recall"),
+                       ("loss_rate", "loss rate (ground truth)")):
+        figure, axis = plt.subplots(figsize=(7, 4.5))
+        for name, entry in results["crawlers"].items():
+            xs, means, errors = _series(results, name, key)
+            style = {"linestyle": "--", "alpha": 0.7} if entry["reference"] else {}
+            axis.errorbar(xs, means, yerr=errors, label=name, capsize=2, **style)
+        axis.set_xlabel("fraction of the budget fetched")
+        axis.set_ylabel(label)
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+        axis.set_title(f"{label}, mean ± s.e. over {len(results['topics'])} topics")
+        path = out / f"{key}.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        paths.append(path)
+    return paths
+
+
+def plot_scores(results: dict, out: Path) -> Path:
+    """Distribution of the critic's page scores per crawler (Pant Fig. 11)."""
+    names = [n for n, e in results["crawlers"].items() if not e["reference"]]
+    figure, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3), squeeze=False)
+    for axis, name in zip(axes[0], names):
+        scores = [s for topic in results["crawlers"][name]["topics"].values() for s in topic["scores"]]
+        axis.hist(scores, bins=20, range=(0, 1))
+        axis.set_title(name, fontsize=9)
+        axis.set_xlabel("Pr(relevant | page)")
+    figure.tight_layout()
+    path = out / "scores.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_report(results: dict, out: Path) -> Path:
+    plots = plot_curves(results, out) + [plot_scores(results, out)]
+    crawlers = results["crawlers"]
+    lines = [f"# Crawl evaluation — budget {results['budget']}", "",
+             "Means over topics at the end of each topic's budget (± standard error).", "",
+             "| crawler | harvest rate | loss rate | target recall | estimated harvest | pages/s |",
+             "|---|---|---|---|---|---|"]
+    for name, entry in crawlers.items():
+        cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if entry[k] == entry[k] else "—"
+                 for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest")]
+        lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
+                     + f" | {entry['pages_per_second']:.0f} |")
+    lines += ["", "## Per topic (harvest rate / target recall)", "",
+              "| topic | budget | targets | " + " | ".join(crawlers) + " |", "|---|---|---|" + "---|" * len(crawlers)]
+    for topic, info in results["topics"].items():
+        cells = []
+        for entry in crawlers.values():
+            t = entry["topics"].get(topic)
+            cells.append(f"{t['harvest_rate']:.2f} / {t['target_recall']:.2f}" if t and t["harvest_rate"] is not None else "—")
+        lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + " | ".join(cells) + " |")
+    lines += ["", "## One-tailed paired t-tests over topics (p-values, Pant Table II)", "",
+              "| hypothesis | harvest rate | target recall |", "|---|---|---|"]
+    for hypothesis, p in results["t_tests"].items():
+        fmt = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
+        lines.append(f"| {hypothesis} | {fmt(p['harvest_rate'])} | {fmt(p['target_recall'])} |")
+    lines += ["", "## URL overlap between crawlers (share of the smaller crawl, Pant Fig. 12)", ""]
+    lines += [f"- {pair}: {value:.2f}" for pair, value in results["overlap"].items() if value == value]
+    lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
