@@ -9,10 +9,12 @@ are those that were in flight (at most once each), and no discovered URL is lost
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,8 @@ class Crawler:
         self._workers: list[asyncio.Task] = []
         self._changed: asyncio.Event | None = None
         self._recorded_hosts: dict[str, tuple] = {}
+        # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
+        self.stage_seconds: Counter[str] = Counter()
         db = self.store.db
         fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
         total, scored = db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
@@ -175,7 +179,8 @@ class Crawler:
             if ticker:
                 ticker.cancel()
             self._log_harvest()
-            self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted", stopped_at=time.time())
+            self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted", stopped_at=time.time(),
+                                stage_seconds=json.dumps({k: round(v, 3) for k, v in self.stage_seconds.items()}))
             if on_progress:
                 on_progress(self._snapshot())
             self.store.close()
@@ -232,7 +237,10 @@ class Crawler:
         while (item := await self._acquire()) is not None:
             started_at = time.time()
             try:
-                self._handle(item, await self.fetcher.fetch(item.url))
+                clock = time.perf_counter()
+                response = await self.fetcher.fetch(item.url)
+                self._lap("fetch_wait", clock)
+                self._handle(item, response)
             except Exception:  # a bug must not stop the crawl nor leave the URL in flight
                 log.exception("%s: internal error while handling the page", item.url)
                 self._record_internal_error(item, started_at)
@@ -254,6 +262,7 @@ class Crawler:
     # -- one page -----------------------------------------------------------------------------
 
     def _handle(self, item: Item, response: Response) -> None:
+        clock = time.perf_counter()
         page: Page | None = None
         if response.ok_html:
             try:
@@ -262,6 +271,7 @@ class Crawler:
                 response.error = str(err)
         relevance = language_score = duplicate_of = digest = None
         follow = False
+        clock = self._lap("parse", clock)
         if page is not None:
             digest = content_hash(page.text)
             duplicate = self.store.find_duplicate(digest)
@@ -275,6 +285,7 @@ class Crawler:
                     relevance, follow = 0.0, False
                 elif self.critic is not None:
                     relevance = self.critic.score_page(page)
+        clock = self._lap("classify", clock)
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
             if response.final_url != item.url:
@@ -287,9 +298,16 @@ class Crawler:
                     self._queue_links(item, page, relevance)
             self.frontier.finish(item)
             self._record_host_state(item.host)
+        self._lap("store", clock)
         self._count(response, relevance)
         if response.error:
             log.info("%s: %s", item.url, response.error)
+
+    def _lap(self, stage: str, since: float) -> float:
+        """Add the time since ``since`` to a stage of the per-page breakdown; returns now."""
+        now = time.perf_counter()
+        self.stage_seconds[stage] += now - since
+        return now
 
     def _queue_links(self, item: Item, page: Page, relevance: float | None) -> None:
         depth = item.depth + 1

@@ -5,12 +5,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+from focuscrawl.evaluate import metrics
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
-from focuscrawl.evaluate import metrics  # noqa: E402
+def _pyplot():
+    """matplotlib, headless; imported on first plot so the CLI starts fast."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _series(results: dict, name: str, key: str) -> tuple[list[float], list[float], list[float]]:
@@ -37,6 +42,7 @@ def _series(results: dict, name: str, key: str) -> tuple[list[float], list[float
 
 
 def plot_curves(results: dict, out: Path) -> list[Path]:
+    plt = _pyplot()
     paths = []
     for key, label in (("harvest_rate", "harvest rate (ground truth)"), ("target_recall", "target recall"),
                        ("loss_rate", "loss rate (ground truth)")):
@@ -61,6 +67,7 @@ def plot_curves(results: dict, out: Path) -> list[Path]:
 
 def plot_scores(results: dict, out: Path) -> Path:
     """Distribution of the critic's page scores per crawler (Pant Fig. 11)."""
+    plt = _pyplot()
     names = [n for n, e in results["crawlers"].items() if not e["reference"]]
     figure, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3), squeeze=False)
     for axis, name in zip(axes[0], names):
