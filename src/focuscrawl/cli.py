@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -28,9 +29,7 @@ from focuscrawl.testweb.build import build as build_testweb
 from focuscrawl.testweb.groundtruth import write_topics
 from focuscrawl.testweb.linkgraph import build_link_graph
 from focuscrawl.testweb.serve import serve as serve_testweb
-from focuscrawl.testweb.server import ThreadedServer
 from focuscrawl.testweb.webmap import WebMap
-from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
 progress_console = Console(stderr=True)
@@ -190,31 +189,23 @@ def export(
 
 @app.command()
 def demo(
-    out: Path = typer.Option(Path("demo-crawl"), "--out", "-o", help="crawl directory to create"),
-    pages: int = typer.Option(2000, "--pages", help="pages of the local demo site"),
-    max_pages: int = typer.Option(500, "--max-pages", help="fetch budget"),
-    strategy: str = typer.Option("best-first", "--strategy", help="bfs or best-first"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    testweb: Path = typer.Option(Path("testweb-small"), "--testweb", help="where the small test web is (built if absent)"),
+    out: Path = typer.Option(Path("demo-results"), "--out", help="results, plots and report"),
+    topic: Optional[str] = typer.Option(None, "--topic", help="topic to crawl (default: the first one)"),
 ) -> None:
-    """Crawl a built-in local site for the topic 'networking', no setup needed: a
-    synthetic web of Python standard-library docs served on 127.0.0.1."""
-    site = build_site(pages, hosts=4)
-    server = ThreadedServer(make_app(site))
-    try:
-        config = topic_config(site, server.port, out / "examples", strategy=strategy, budget={"max_pages": max_pages},
-                              politeness={"min_interval": 0.0})
-        crawler = Crawler.create(config, out)
-    except USER_ERRORS as error:
-        _fail(str(error))
-    try:
-        _run(crawler, quiet)
-    finally:
-        server.stop()
-    db = open_existing(out)
-    figures = crawl_status(db)
-    urls = [url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200")]
-    figures["harvest_rate_true"] = true_harvest(site, urls, "networking")
-    print(json.dumps(figures, indent=2))
+    """Build the small test web if absent, then crawl one of its topics best-first next to
+    breadth-first and print the harvest and recall of both."""
+    if not (testweb / "testweb.db").exists() or not (testweb / "manifest.json").exists():
+        testweb_build(testweb, "small")
+    topics_file = testweb / "topics.yml"
+    if not topics_file.exists():
+        write_topics(testweb, topics_file)
+    names = list(yaml.safe_load(topics_file.read_text())["topics"])
+    chosen = topic or names[0]
+    if chosen not in names:
+        _fail(f"--topic: {chosen!r} is not one of {', '.join(names)}")
+    evaluate(testweb=testweb, topics=topics_file, crawlers="bfs,best-first-svm", budget="auto", repeats=1,
+             seeds_per_topic=None, topic=[chosen], out=out)
 
 
 @app.command("bench")

@@ -163,5 +163,6 @@ def build(directory: Path, packages: list[str], progress=None) -> dict:
 
 def connect(directory: Path) -> sqlite3.Connection:
     db = sqlite3.connect(Path(directory) / "testweb.db")
+    db.execute("PRAGMA journal_mode=WAL")  # readers (the server, link workers) never wait for a writer
     db.executescript(SCHEMA)
     return db

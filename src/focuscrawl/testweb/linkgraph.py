@@ -17,6 +17,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from lxml import etree
 
 from focuscrawl.fetch.urls import canonical_url
+from focuscrawl.testweb.build import connect
 from focuscrawl.testweb.webmap import WebMap
 
 GRAPH_SCHEMA = """
@@ -28,6 +29,7 @@ CREATE INDEX pages_url ON pages (url);
 """
 _PARSER = etree.HTMLParser(remove_comments=True, no_network=True)
 _webmap: WebMap | None = None
+_resolver: Resolver | None = None
 
 
 class Resolver:
@@ -112,11 +114,12 @@ def _init(directory: str) -> None:
 def build_link_graph(directory: Path, processes: int = 2, progress=None) -> dict:
     """Parse every page of the test web; fill ``pages`` and ``links``; return the link report."""
     webmap = WebMap(directory)
-    db = webmap.db
+    db = connect(directory)
     db.executescript(GRAPH_SCHEMA)
     pages = [(path, package) for path, package in db.execute("SELECT path, package FROM files WHERE page = 1 ORDER BY path")]
     db.executemany("INSERT INTO pages (path, package, url) VALUES (?, ?, ?)",
                    [(path, package, webmap.url_of(path, package)) for path, package in pages])
+    db.commit()  # the workers read pages through their own connections
     ids = dict(db.execute("SELECT path, id FROM pages"))
     totals: Counter = Counter()
     with get_context("fork").Pool(processes, initializer=_init, initargs=(str(directory),)) as pool:

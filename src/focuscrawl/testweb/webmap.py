@@ -9,7 +9,6 @@ packages carry keep working. A request for a file that another site owns is redi
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
-from focuscrawl.testweb.build import connect
 
 TEST_DOMAIN = "docs.test"
 
@@ -47,6 +45,12 @@ def site_definitions() -> dict:
     return yaml.safe_load(resources.files("focuscrawl.testweb").joinpath("sites.yml").read_text())
 
 
+def _parents(path: str):
+    while "/" in path:
+        path = path.rpartition("/")[0]
+        yield path
+
+
 def own_host(package: str) -> str:
     return f"{re.sub(r'[^a-z0-9.-]', '-', package)}.{TEST_DOMAIN}"
 
@@ -55,10 +59,21 @@ class WebMap:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.root = self.directory / "root"
-        self.db: sqlite3.Connection = connect(self.directory)
+        path = self.directory / "testweb.db"
+        if not path.exists():
+            raise FileNotFoundError(f"{directory}: not a built test web (run 'focuscrawl testweb build {directory}')")
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         present = {name for (name,) in self.db.execute("SELECT name FROM packages")}
         if not present:
             raise FileNotFoundError(f"{directory}: not a built test web (run 'focuscrawl testweb build {directory}')")
+        # the whole file tree in memory: routing a link costs dictionary lookups, not system calls
+        self._owner: dict[str, str] = {}
+        self._symlinks: dict[str, str] = {}
+        for path, package, target in self.db.execute("SELECT path, package, link FROM files"):
+            self._owner[path] = package
+            if target is not None:
+                self._symlinks[path] = target
+        self._folders = {folder for path in self._owner for folder in _parents(path)}
         definitions = site_definitions()
         self.mirrors: list[Mirror] = []
         self.sites: dict[str, Site] = {}
@@ -77,8 +92,7 @@ class WebMap:
     # -- disk -> URL ------------------------------------------------------------------------
 
     def owner(self, path: str) -> str | None:
-        row = self.db.execute("SELECT package FROM files WHERE path = ?", (path,)).fetchone()
-        return row[0] if row else None
+        return self._owner.get(path)
 
     def url_of(self, path: str, package: str | None = None) -> str | None:
         """The URL of a file (path relative to root) of the test web, None if nobody owns it."""
@@ -114,22 +128,20 @@ class WebMap:
                 if resolved:
                     resolved.pop()
                 continue
-            candidate = self.root.joinpath(*resolved, part)
-            if candidate.is_symlink():
+            target = self._symlinks.get("/".join([*resolved, part]))
+            if target is not None:
                 hops += 1
                 if hops > 40:
                     return None
-                target = os.readlink(candidate)
                 if target.startswith("/"):
                     resolved = []
                 parts = [p for p in target.split("/") if p not in ("", ".")] + parts
                 continue
             resolved.append(part)
-        full = self.root.joinpath(*resolved)
-        if full.is_dir():
-            resolved.append("index.html")
-            full = full / "index.html"
-        return "/".join(resolved) if full.is_file() else None
+        full = "/".join(resolved)
+        if full in self._folders:
+            full += "/index.html"
+        return full if full in self._owner and full not in self._symlinks else None
 
     def locate(self, host: str, url_path: str) -> tuple[str, str] | None:
         """('file', root-relative path) to serve, ('redirect', URL) when another URL owns the

@@ -1,0 +1,41 @@
+"""focuscrawl's full focused pipeline against Scrapy's plain breadth-first crawl, same test web,
+same concurrency, same page count; prints both results and the ratio of pages per second.
+
+    pip install -e '.[bench]'
+    python benchmarks/compare_scrapy.py --testweb DIR --pages 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from focuscrawl.bench import bench
+from focuscrawl.evaluate.harness import TestWebServer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--testweb", type=Path, required=True)
+    parser.add_argument("--pages", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    ours = bench(args.pages, args.testweb, args.concurrency)
+    server = TestWebServer(args.testweb)
+    try:
+        run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
+                              "--port", str(server.info["port"]), "--pages", str(args.pages),
+                              "--concurrency", str(args.concurrency)], capture_output=True, text=True, check=True)
+    finally:
+        server.close()
+    scrapy = json.loads(run.stdout.strip().splitlines()[-1])
+    print(json.dumps({"focuscrawl": {k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "breakdown")},
+                      "scrapy": scrapy,
+                      "ratio": round(ours["pages_per_second"] / scrapy["pages_per_second"], 2)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

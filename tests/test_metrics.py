@@ -1,0 +1,63 @@
+"""The evaluation metrics on hand-made fetch sequences."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from focuscrawl.evaluate.metrics import Fetched, at_pages, curve, mean_stderr, overlap, paired_greater
+
+
+def sequence(flags: str, targets: str | None = None, scores: list[float] | None = None) -> list[Fetched]:
+    """'1' relevant, '0' not; targets likewise (default: every relevant page is a target)."""
+    targets = targets or flags
+    scores = scores or [None] * len(flags)
+    return [Fetched(f"http://t/{i}", f == "1", s, t == "1", float(i)) for i, (f, t, s) in enumerate(zip(flags, targets, scores))]
+
+
+def test_harvest_and_loss_rate_after_every_n_pages_and_at_the_end():
+    points = curve(sequence("1100" + "1010" + "11"), targets=10, every=4)
+    assert [p["pages"] for p in points] == [4, 8, 10]
+    assert [p["harvest_rate"] for p in points] == [0.5, 0.5, 0.6]
+    assert [round(p["loss_rate"], 10) for p in points] == [0.5, 0.5, 0.4]
+
+
+def test_target_recall_counts_only_targets_over_all_targets():
+    points = curve(sequence("1111", targets="0101"), targets=4, every=2)
+    assert [p["target_recall"] for p in points] == [0.25, 0.5]
+
+
+def test_estimated_harvest_is_the_mean_critic_score_of_scored_pages():
+    points = curve(sequence("100", scores=[0.9, 0.1, None]), targets=1, every=10)
+    assert points[-1]["estimated_harvest"] == pytest.approx(0.5)
+
+
+def test_no_targets_gives_no_recall_rather_than_a_division_by_zero():
+    assert curve(sequence("11"), targets=0)[-1]["target_recall"] is None
+
+
+def test_at_pages_takes_the_last_point_not_after_the_budget():
+    points = curve(sequence("1" * 10), targets=10, every=3)
+    assert at_pages(points, 7)["pages"] == 6
+    assert at_pages(points, 2) is None
+
+
+def test_mean_and_standard_error():
+    mean, stderr = mean_stderr([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and stderr == pytest.approx(math.sqrt(1.6666666 / 4), rel=1e-5)
+    assert mean_stderr([0.3]) == (0.3, 0.0)
+    assert all(math.isnan(v) for v in mean_stderr([]))
+
+
+def test_paired_one_tailed_t_test_direction():
+    better, worse = [0.8, 0.7, 0.9, 0.85, 0.75], [0.5, 0.45, 0.6, 0.55, 0.5]
+    assert paired_greater(better, worse) < 0.01
+    assert paired_greater(worse, better) > 0.99
+    assert paired_greater([0.5, 0.5], [0.5, 0.5]) is None
+
+
+def test_overlap_is_relative_to_the_smaller_crawl():
+    assert overlap({"a", "b", "c", "d"}, {"c", "d"}) == 1.0
+    assert overlap({"a", "b"}, {"b", "c"}) == 0.5
+    assert overlap(set(), {"a"}) is None
