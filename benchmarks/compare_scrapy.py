@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from focuscrawl.bench import bench
-from focuscrawl.evaluate.harness import TestWebServer
+from focuscrawl.evaluate.harness import ServedTestWeb
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
     ours = bench(args.pages, args.testweb, args.concurrency)
-    server = TestWebServer(args.testweb)
+    server = ServedTestWeb(args.testweb)
     try:
         run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
                               "--port", str(server.info["port"]), "--pages", str(args.pages),

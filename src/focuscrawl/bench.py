@@ -24,7 +24,7 @@ import aiohttp
 import yaml
 
 from focuscrawl.config import dump_config, validate_config
-from focuscrawl.evaluate.harness import TestWebServer, crawl_config
+from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config
 from focuscrawl.fetch.http import HostMapResolver
 from focuscrawl.testweb.synthetic import build_site, topic_config
 
@@ -69,7 +69,7 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
           hosts: int = 8, directory: Path | None = None) -> dict:
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    server = TestWebServer(testweb) if testweb else _SyntheticServer(pages, hosts)
+    server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
     try:
         if testweb:
             topics = yaml.safe_load((Path(testweb) / "topics.yml").read_text())["topics"]

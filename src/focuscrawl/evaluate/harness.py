@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import shutil
 import socket
 import sqlite3
@@ -24,7 +25,7 @@ from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
 
 
-class TestWebServer:
+class ServedTestWeb:
     """The test web served by a child process for the duration of an evaluation."""
 
     def __init__(self, directory: Path, latency: float = 0.0):
@@ -73,6 +74,9 @@ def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, 
         "politeness": {"min_interval": 0.0},
         "fetch": {"concurrency": concurrency, "loopback_only": True},
         "host_map": host_map,
+        # links out of the test web would be refused anyway; as on a crawl restricted to a web,
+        # they are not fetched, so every crawler spends its budget inside
+        "urls": {"allow": [f"^https?://{re.escape(host)}[:/]" for host in host_map["hosts"]]},
         "harvest_log_every": 100,
     }
     for key, value in spec_settings.items():
@@ -112,7 +116,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     resolver = Resolver(webmap)
     out.mkdir(parents=True, exist_ok=True)
     host_map = running_host_map(testweb)
-    server = None if host_map else TestWebServer(testweb)
+    server = None if host_map else ServedTestWeb(testweb)
     host_map = host_map or server.host_map
     results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {}}
     try:

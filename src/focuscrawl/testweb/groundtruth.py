@@ -14,10 +14,11 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
-from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.testweb.webmap import WebMap, site_definitions
 
 SEEDS_PER_TOPIC = 20
 MIN_PACKAGES = 3
@@ -26,10 +27,12 @@ MIN_PACKAGES = 3
 @dataclass
 class Rule:
     package: str
-    pattern: re.Pattern  # searched in the page's path below the test web's root
+    pattern: re.Pattern  # searched in the page's path below the package's documentation root
+    root: str  # that root ('' when the package is unknown to sites.yml: the whole path)
 
     def matches(self, package: str, path: str) -> bool:
-        return package == self.package and self.pattern.search(path) is not None
+        return (package == self.package and path.startswith(self.root)
+                and self.pattern.search(path[len(self.root):]) is not None)
 
 
 def topic_rules(path: Path | None = None) -> dict:
@@ -44,6 +47,7 @@ class Truth:
     def __init__(self, webmap: WebMap, definitions: dict):
         self.webmap = webmap
         present = set(webmap.sites)
+        roots = {name: spec["root"].strip("/") + "/" for name, spec in site_definitions().items()}
         self.pages = dict(webmap.db.execute("SELECT path, package FROM pages"))
         self.topics: dict[str, set[str]] = {}
         self.rules: dict[str, list[dict]] = {}
@@ -54,7 +58,7 @@ class Truth:
                 self.dropped[name] = len({rule["package"] for rule in kept})
                 continue
             self.rules[name] = kept
-            compiled = [Rule(rule["package"], re.compile(rule["pattern"])) for rule in kept]
+            compiled = [Rule(rule["package"], re.compile(rule["pattern"]), roots.get(rule["package"], "")) for rule in kept]
             self.topics[name] = {path for path, package in self.pages.items()
                                  if any(rule.matches(package, path) for rule in compiled)}
 
@@ -100,10 +104,11 @@ def describe_topics(directory: Path, rules_file: Path | None = None, seed: int =
     total = len(paths)
     rng = random.Random(seed)
     topics = {}
+    allowed = {path for path, url in url_of.items() if not _disallowed(webmap, url)}
     for name, members in truth.topics.items():
-        linked = [(p, truth.pages[p]) for p in sorted(members) if out.get(ids[p])]
+        linked = [(p, truth.pages[p]) for p in sorted(members) if out.get(ids[p]) and p in allowed]
         seeds = _pick_seeds(rng, linked, SEEDS_PER_TOPIC)
-        others = sorted(set(paths.values()) - members)
+        others = sorted(allowed - members)
         negatives = rng.sample(others, min(len(others), 2 * len(seeds)))
         reachable = _reachable([ids[s] for s in seeds], out)
         reachable_topic = sum(1 for page_id in reachable if paths[page_id] in members)
@@ -128,6 +133,12 @@ def describe_topics(directory: Path, rules_file: Path | None = None, seed: int =
         }
     return {"testweb": str(Path(directory).resolve()), "pages": total, "topics": topics,
             "dropped": truth.dropped}
+
+
+def _disallowed(webmap: WebMap, url: str) -> bool:
+    """Seeds and examples are pages the sites' robots.txt lets a crawler fetch."""
+    parts = urlsplit(url)
+    return any(parts.path.startswith(rule) for rule in webmap.robots.get(parts.hostname, ()))
 
 
 def _reachable(starts: list[int], out: dict[int, list[int]]) -> set[int]:

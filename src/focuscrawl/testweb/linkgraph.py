@@ -75,34 +75,38 @@ def _page_links(path: str) -> tuple[str, list[str], Counter]:
     for href in _hrefs(webmap.root / path):
         if href.startswith(("#", "javascript:", "mailto:", "data:")):
             continue
-        parts = urlsplit(href)
-        if parts.scheme in ("http", "https"):
-            host = parts.hostname or ""
-            if host in webmap.by_host:
-                counts["absolute_into_web"] += 1
-                target = resolver.reach(canonical_url(href))
-                counts["absolute_into_web_resolved"] += target is not None
-                if target:
-                    targets.append(target)
-            else:
-                counts["outside_web"] += 1
-            continue
-        if parts.scheme or parts.netloc:
-            continue
-        disk = parts.path if parts.path.startswith("/") else posixpath.join("/" + posixpath.dirname(path), parts.path)
-        on_disk = webmap.resolve(posixpath.normpath(unquote(disk)).lstrip("/")) if parts.path else path
-        if on_disk is None:
-            counts["broken_on_disk"] += 1
-            continue
-        counts["on_disk"] += 1
         try:
-            target = resolver.reach(canonical_url(urljoin(url, href)))
-        except ValueError:
-            target = None
-        counts["on_disk_and_http"] += target == on_disk
+            target = _route(webmap, resolver, path, url, href, counts)
+        except ValueError:  # an href no URL parser accepts
+            counts["malformed"] += 1
+            continue
         if target:
             targets.append(target)
     return path, sorted(set(targets)), counts
+
+
+def _route(webmap: WebMap, resolver: Resolver, path: str, url: str, href: str, counts: Counter) -> str | None:
+    """The page an href of ``path`` reaches over HTTP, counting how it resolves."""
+    parts = urlsplit(href)
+    if parts.scheme in ("http", "https"):
+        if (parts.hostname or "") not in webmap.by_host:
+            counts["outside_web"] += 1
+            return None
+        counts["absolute_into_web"] += 1
+        target = resolver.reach(canonical_url(href))
+        counts["absolute_into_web_resolved"] += target is not None
+        return target
+    if parts.scheme or parts.netloc:
+        return None
+    disk = parts.path if parts.path.startswith("/") else posixpath.join("/" + posixpath.dirname(path), parts.path)
+    on_disk = webmap.resolve(posixpath.normpath(unquote(disk)).lstrip("/")) if parts.path else path
+    if on_disk is None:
+        counts["broken_on_disk"] += 1
+        return None
+    counts["on_disk"] += 1
+    target = resolver.reach(canonical_url(urljoin(url, href)))
+    counts["on_disk_and_http"] += target == on_disk
+    return target
 
 
 def _init(directory: str) -> None:

@@ -15,8 +15,7 @@ CHUNK = 16384
 
 
 def robots_txt(webmap: WebMap, host: str) -> str:
-    site = webmap.by_host.get(host)
-    rules = site.robots_disallow if site else []
+    rules = webmap.robots.get(host, [])
     return "User-agent: *\n" + "".join(f"Disallow: {rule}\n" for rule in rules) + ("" if rules else "Disallow:\n")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -37,7 +37,6 @@ class Mirror:
 class Site:
     package: str
     host: str
-    robots_disallow: list[str] = field(default_factory=list)
 
 
 def site_definitions() -> dict:
@@ -77,17 +76,20 @@ class WebMap:
         definitions = site_definitions()
         self.mirrors: list[Mirror] = []
         self.sites: dict[str, Site] = {}
+        self.robots: dict[str, list[str]] = {}  # host -> Disallow rules of its robots.txt
         for package in sorted(present):
             spec = definitions.get(package) or {}
             host = own_host(package)
             if spec.get("canonical"):
-                url = urlsplit(spec["canonical"])
-                host = url.hostname
-                self.mirrors.append(Mirror(package, url.scheme, host, url.path, spec["root"].strip("/") + "/"))
-            self.sites[package] = Site(package, host, list(spec.get("robots_disallow", [])))
+                disk = (spec.get("canonical_root") or spec["root"]).strip("/") + "/"
+                for base in [spec["canonical"], *spec.get("aliases", [])]:  # the primary URL first
+                    url = urlsplit(base)
+                    self.mirrors.append(Mirror(package, url.scheme, url.hostname, url.path, disk))
+                host = urlsplit(spec["canonical"]).hostname
+            self.sites[package] = Site(package, host)
+            self.robots.setdefault(host, []).extend(spec.get("robots_disallow", []))
         self.by_host = {site.host: site for site in self.sites.values()}
-        # longest disk folders first, so a nested mirror wins over an enclosing one
-        self.mirrors.sort(key=lambda m: -len(m.disk))
+        self.by_host.update({m.host: self.sites[m.package] for m in self.mirrors if m.host not in self.by_host})
 
     # -- disk -> URL ------------------------------------------------------------------------
 
@@ -106,15 +108,15 @@ class WebMap:
 
     # -- URL -> disk --------------------------------------------------------------------------
 
-    def disk_path(self, host: str, url_path: str) -> str | None:
-        """The root-relative path a request names (before symlinks), None if outside the web."""
+    def disk_paths(self, host: str, url_path: str) -> list[str]:
+        """The root-relative paths a request may name (several mirrors can share a host and
+        prefix); empty if the URL is outside the web."""
         url_path = unquote(url_path)
-        for mirror in self.mirrors:
-            if mirror.host == host and url_path.startswith(mirror.prefix):
-                return mirror.disk + url_path[len(mirror.prefix):]
+        paths = [m.disk + url_path[len(m.prefix):] for m in self.mirrors
+                 if m.host == host and url_path.startswith(m.prefix)]
         if host in self.by_host and url_path.startswith("/"):
-            return url_path[1:]
-        return None
+            paths.append(url_path[1:])
+        return paths
 
     def resolve(self, path: str) -> str | None:
         """Follow symlinks inside root (absolute targets are taken relative to root);
@@ -146,11 +148,11 @@ class WebMap:
     def locate(self, host: str, url_path: str) -> tuple[str, str] | None:
         """('file', root-relative path) to serve, ('redirect', URL) when another URL owns the
         file, or None for a 404."""
-        requested = self.disk_path(host, url_path)
-        if requested is None:
-            return None
-        path = self.resolve(requested)
-        if path is None:
+        for requested in self.disk_paths(host, url_path):
+            path = self.resolve(requested)
+            if path is not None:
+                break
+        else:
             return None
         url = self.url_of(path)
         if url is None:

@@ -1,0 +1,102 @@
+"""The small test web, built from real Debian documentation packages, served, and crawled.
+
+Building needs Debian's package registry (``apt-get download``); the web is built once per
+session into FOCUSCRAWL_TESTWEB (default: a temporary folder) and reused when already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from focuscrawl.config import validate_config
+from focuscrawl.evaluate.harness import ServedTestWeb, run_eval
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.fetch.http import Fetcher
+from focuscrawl.testweb.build import package_list
+from focuscrawl.testweb.webmap import WebMap
+
+
+@pytest.fixture(scope="session")
+def small_web(tmp_path_factory) -> Path:
+    directory = Path(os.environ.get("FOCUSCRAWL_TESTWEB") or tmp_path_factory.mktemp("testweb"))
+    if not (directory / "topics.yml").exists():
+        for command in (["testweb", "build", str(directory), "--packages", "small"], ["testweb", "topics", str(directory)]):
+            run = subprocess.run([sys.executable, "-m", "focuscrawl", *command], capture_output=True, text=True, timeout=900)
+            assert run.returncode == 0, run.stderr[-2000:]
+    return directory
+
+
+@pytest.fixture(scope="session")
+def served(small_web):
+    server = ServedTestWeb(small_web)
+    yield server
+    server.close()
+
+
+def fetch(server, *urls):
+    config = validate_config({"seeds": ["http://x/"], "strategy": "bfs", "fetch": {"loopback_only": True}, "host_map": server.host_map,
+                              "politeness": {"min_interval": 0}}, "test")
+
+    async def go():
+        async with Fetcher(config, Hosts(config)) as fetcher:
+            return [await fetcher.fetch(url, follow_other_hosts=True) for url in urls]
+
+    return asyncio.run(go())
+
+
+def test_manifest_records_every_package_with_version_licence_and_pages(small_web):
+    manifest = json.loads((small_web / "manifest.json").read_text())
+    assert set(manifest["packages"]) == set(package_list("small"))
+    for info in manifest["packages"].values():
+        assert info["version"] and info["pages"] > 0 and info["licence"]
+    assert manifest["pages"] == sum(info["pages"] for info in manifest["packages"].values())
+
+
+def test_links_resolve_over_http_as_on_disk(small_web):
+    links = json.loads((small_web / "manifest.json").read_text())["links"]
+    assert links["on_disk"] > 1000
+    assert links["http_over_disk"] >= 0.95
+
+
+def test_every_page_is_served_at_its_url_and_foreign_paths_redirect(small_web, served):
+    webmap = WebMap(small_web)
+    path, url = webmap.db.execute("SELECT path, url FROM pages ORDER BY id LIMIT 1 OFFSET 50").fetchone()
+    other = next(site for site in webmap.sites.values() if site.package != webmap.owner(path))
+    (direct, via_other_host) = fetch(served, url, f"http://{other.host}/{path}")
+    assert direct.status == 200 and direct.body == (webmap.root / path).read_bytes()
+    assert via_other_host.final_url == url and via_other_host.redirects[0][0] == 301
+
+
+def test_hosts_outside_the_test_web_fail_at_once(served):
+    (response,) = fetch(served, "http://www.example.com/")
+    assert "not in the host map" in response.error
+
+
+def test_topics_have_seeds_from_three_packages_none_over_half(small_web):
+    topics = yaml.safe_load((small_web / "topics.yml").read_text())["topics"]
+    assert len(topics) >= 4
+    webmap = WebMap(small_web)
+    owner = dict(webmap.db.execute("SELECT url, package FROM pages"))
+    for name, topic in topics.items():
+        packages = [owner[url] for url in topic["seeds"]]
+        assert len(set(packages)) >= 3, name
+        assert max(packages.count(p) for p in set(packages)) <= len(packages) / 2, name
+        assert len(topic["negatives"]) == 2 * len(topic["positives"])
+        assert topic["recommended_budget"] == max(1, topic["reachable_topic_pages"] // 2)
+
+
+def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, tmp_path):
+    topic = "networking"  # fixed topic, fixed seeds (the topics file is deterministic), recommended budget
+    results = run_eval(small_web, small_web / "topics.yml", ["bfs", "best-first-svm"], None, tmp_path,
+                       only_topics=[topic])
+    best_first = results["crawlers"]["best-first-svm"]["topics"][topic]["harvest_rate"]
+    breadth_first = results["crawlers"]["bfs"]["topics"][topic]["harvest_rate"]
+    assert best_first > breadth_first, (topic, best_first, breadth_first)
