@@ -167,6 +167,8 @@ def _walk_leaves(root: etree._Element, page: Page, base: str) -> None:
         else:
             if open_anchors and open_anchors[-1][0] is element:
                 _, start = open_anchors.pop()
+                if len(leaves) == start:  # only invisible content (a script): the anchor is an empty leaf
+                    leaves.append("")
                 target = _absolute(base, element.get("href"))
                 if target is not None:
                     anchor = " ".join(leaf for leaf in leaves[start:] if leaf)
