@@ -29,7 +29,7 @@ class ServedTestWeb:
     """The test web served by a child process for the duration of an evaluation."""
 
     def __init__(self, directory: Path, latency: float = 0.0):
-        command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--json"]
+        command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--port", "0", "--json"]
         if latency:
             command += ["--latency", str(latency)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -149,7 +149,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     if progress:
                         progress(name, topic_name, repeat, pages)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
-                results["crawlers"][name]["topics"][topic_name] = _topic_result(runs, len(members - seeds))
+                results["crawlers"][name]["topics"][topic_name] = _topic_result(runs, len(members - seeds), topic_budget)
     finally:
         if server:
             server.close()
@@ -158,9 +158,11 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     return results
 
 
-def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int) -> dict:
-    """Curves averaged over repeats, and the crawl's fetched URLs and critic scores."""
-    curves = [metrics.curve(pages, targets) for pages, _ in runs]
+def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int, budget: int) -> dict:
+    """Curves averaged over repeats (a point every 100 pages, or every 5 % of a smaller budget),
+    and the crawl's fetched URLs and critic scores."""
+    every = min(100, max(5, budget // 20))
+    curves = [metrics.curve(pages, targets, every) for pages, _ in runs]
     length = min(len(c) for c in curves)
     averaged = []
     for i in range(length):
