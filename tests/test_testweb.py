@@ -100,3 +100,5 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     best_first = results["crawlers"]["best-first-svm"]["topics"][topic]["harvest_rate"]
     breadth_first = results["crawlers"]["bfs"]["topics"][topic]["harvest_rate"]
     assert best_first > breadth_first, (topic, best_first, breadth_first)
+    judged = results["crawlers"]["best-first-svm"]["topics"][topic]["judged_harvest"]
+    assert 0 < judged <= 1  # the evaluation classifiers' majority vote was taken on every stored page

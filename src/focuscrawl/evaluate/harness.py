@@ -20,9 +20,11 @@ from focuscrawl.config import ConfigError, validate_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
+from focuscrawl.learn import Critic
 from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.topics import read_file_text
 
 
 class ServedTestWeb:
@@ -84,23 +86,48 @@ def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, 
     return data
 
 
-def fetched_pages(directory: Path, is_relevant, is_target) -> tuple[list[metrics.Fetched], float]:
-    """HTML pages in fetch order with their truth and critic score; and the crawl's pages/s."""
+class Jury:
+    """Pant §6 evaluation classifiers: NB, SVM and NN trained on twice the crawlers' positives
+    (the seeds and as many other topic pages) and twice as many negatives; a page is judged
+    relevant when two of the three say so. Meant for webs without labels; on the test web it is
+    reported next to the ground truth."""
+
+    LEARNERS = ("nb-multinomial", "svm-linear", "nn-4")
+
+    def __init__(self, webmap: WebMap, members: set[str], seeds: set[str], rng: random.Random):
+        held_out = rng.sample(sorted(members - seeds), min(len(seeds), len(members - seeds)))
+        others = sorted(set(webmap.db.execute("SELECT path FROM pages").fetchall()) - {(m,) for m in members})
+        positives = [read_file_text(webmap.root / path) for path in sorted(seeds) + held_out]
+        negatives = [read_file_text(webmap.root / path) for (path,) in rng.sample(others, 2 * len(positives))]
+        self.critics = [Critic(name).fit(positives, negatives) for name in self.LEARNERS]
+
+    def judge(self, texts: list[str]) -> list[bool]:
+        votes = sum((critic.predict_proba(texts) > 0.5).astype(int) for critic in self.critics)
+        return [bool(v >= 2) for v in votes]
+
+
+def fetched_pages(directory: Path, is_relevant, is_target, jury: Jury | None = None) -> tuple[list[metrics.Fetched], float]:
+    """HTML pages in fetch order with their truth, critic score and jury verdict; and pages/s."""
     db = sqlite3.connect(directory / "crawl.db")
     rows = db.execute(
-        "SELECT f.final_url, d.relevance, f.fetched_at FROM fetches f JOIN documents d ON d.fetch_id = f.id ORDER BY f.id"
+        "SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f JOIN documents d ON d.fetch_id = f.id"
+        " ORDER BY f.id"
     ).fetchall()
     if not rows:
         return [], 0.0
+    texts = [text for *_, text in rows if text]
+    verdicts = iter(jury.judge(texts) if jury and texts else [])
     start = rows[0][2]
-    pages = [metrics.Fetched(url, is_relevant(url), score, is_target(url), at - start) for url, score, at in rows]
+    pages = [metrics.Fetched(url, is_relevant(url), score, is_target(url), at - start,
+                             next(verdicts) if jury and text else None)
+             for url, score, at, text in rows]
     elapsed = rows[-1][2] - start
     return pages, (len(rows) / elapsed if elapsed > 0 else 0.0)
 
 
 def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget: int | None, out: Path,
              repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int = 16,
-             only_topics: list[str] | None = None, progress=None) -> dict:
+             only_topics: list[str] | None = None, judge: bool = True, progress=None) -> dict:
     """``budget`` None means each topic's recommended budget (``--budget auto``)."""
     unknown = [name for name in crawler_names if name not in REGISTRY]
     if unknown:
@@ -133,6 +160,8 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                 path = resolver.reach(url)
                 return path in members and path not in seeds
 
+            jury = Jury(webmap, members, seeds, random.Random(0)) if judge else None
+
             for name in crawler_names:
                 spec = REGISTRY[name]
                 runs = []
@@ -144,7 +173,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     if spec.prepare:
                         spec.prepare(crawler, is_relevant)
                     asyncio.run(crawler.run())
-                    pages, rate = fetched_pages(directory, is_relevant, is_target)
+                    pages, rate = fetched_pages(directory, is_relevant, is_target, jury)
                     runs.append((pages, rate))
                     if progress:
                         progress(name, topic_name, repeat, pages)
@@ -167,7 +196,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
     averaged = []
     for i in range(length):
         point = {"pages": curves[0][i]["pages"]}
-        for key in ("harvest_rate", "loss_rate", "estimated_harvest", "target_recall"):
+        for key in ("harvest_rate", "loss_rate", "estimated_harvest", "target_recall", "judged_harvest"):
             values = [c[i][key] for c in curves if c[i][key] is not None]
             point[key] = sum(values) / len(values) if values else None
         averaged.append(point)
@@ -178,6 +207,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
         "loss_rate": last.get("loss_rate"),
         "estimated_harvest": last.get("estimated_harvest"),
         "target_recall": last.get("target_recall"),
+        "judged_harvest": last.get("judged_harvest"),
         "pages": last.get("pages", 0),
         "pages_per_second": round(sum(rate for _, rate in runs) / len(runs), 1),
         "curve": averaged,
@@ -191,7 +221,8 @@ def _aggregate(results: dict) -> None:
     crawlers = results["crawlers"]
     topic_names = list(results["topics"])
     for entry in crawlers.values():
-        for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "pages", "pages_per_second"):
+        for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest", "pages",
+                    "pages_per_second"):
             mean, stderr = metrics.mean_stderr([entry["topics"][t][key] for t in topic_names if t in entry["topics"]])
             entry[key], entry[f"{key}_stderr"] = mean, stderr
     names = list(crawlers)

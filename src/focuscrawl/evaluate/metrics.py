@@ -5,7 +5,9 @@ For a crawl that fetched pages u_1 … u_t (HTML pages, in fetch order):
 - harvest rate H(t) = |relevant among u_1..u_t| / t (ground truth); loss rate = 1 − H(t)
   (Chakrabarti 2002 §3.1; Pant 2005 §6);
 - estimated harvest (1/t) Σ Pr(c | u_i), the critic's own view (Chakrabarti Fig. 10);
-- target recall |targets among u_1..u_t| / |targets| (Pant §6).
+- target recall |targets among u_1..u_t| / |targets| (Pant §6);
+- judged harvest: the share a jury of evaluation classifiers calls relevant (Pant §6), the
+  measure for webs without labels.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ class Fetched:
     score: float | None  # the critic's Pr(relevant | page)
     target: bool
     at: float  # seconds since the first fetch
+    judged: bool | None = None  # the evaluation classifiers' majority vote
 
 
 def curve(pages: list[Fetched], targets: int, every: int = 100) -> list[dict]:
     """Metrics after every ``every`` pages and at the end."""
     points = []
-    relevant = target_hits = 0
+    relevant = target_hits = judged_relevant = judged = 0
     score_sum = 0.0
     scored = 0
     for t, page in enumerate(pages, 1):
@@ -37,6 +40,9 @@ def curve(pages: list[Fetched], targets: int, every: int = 100) -> list[dict]:
         if page.score is not None:
             score_sum += page.score
             scored += 1
+        if page.judged is not None:
+            judged_relevant += page.judged
+            judged += 1
         if t % every == 0 or t == len(pages):
             points.append({
                 "pages": t,
@@ -44,6 +50,7 @@ def curve(pages: list[Fetched], targets: int, every: int = 100) -> list[dict]:
                 "loss_rate": 1 - relevant / t,
                 "estimated_harvest": score_sum / scored if scored else None,
                 "target_recall": target_hits / targets if targets else None,
+                "judged_harvest": judged_relevant / judged if judged else None,
                 "seconds": round(page.at, 3),
             })
     return points
