@@ -96,9 +96,9 @@ class Jury:
 
     def __init__(self, webmap: WebMap, members: set[str], seeds: set[str], rng: random.Random):
         held_out = rng.sample(sorted(members - seeds), min(len(seeds), len(members - seeds)))
-        others = sorted(set(webmap.db.execute("SELECT path FROM pages").fetchall()) - {(m,) for m in members})
+        others = sorted(path for (path,) in webmap.db.execute("SELECT path FROM pages") if path not in members)
         positives = [read_file_text(webmap.root / path) for path in sorted(seeds) + held_out]
-        negatives = [read_file_text(webmap.root / path) for (path,) in rng.sample(others, 2 * len(positives))]
+        negatives = [read_file_text(webmap.root / path) for path in rng.sample(others, 2 * len(positives))]
         self.critics = [Critic(name).fit(positives, negatives) for name in self.LEARNERS]
 
     def judge(self, texts: list[str]) -> list[bool]:
