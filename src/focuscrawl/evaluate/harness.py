@@ -78,7 +78,7 @@ def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, 
         "host_map": host_map,
         # links out of the test web would be refused anyway; as on a crawl restricted to a web,
         # they are not fetched, so every crawler spends its budget inside
-        "urls": {"allow": [f"^https?://{re.escape(host)}[:/]" for host in host_map["hosts"]]},
+        "urls": {"allow": ["^https?://(" + "|".join(re.escape(host) for host in host_map["hosts"]) + ")[:/]"]},
         "harvest_log_every": 100,
     }
     for key, value in spec_settings.items():
