@@ -228,7 +228,7 @@ def test_a_host_gone_bad_is_dropped_and_the_crawl_still_ends(serve, make_config,
     assert db.execute("SELECT COUNT(*) FROM urls WHERE state IN (0, 1)").fetchone() == (0,)
     assert db.execute("SELECT status FROM hosts WHERE host = 'down.test'").fetchone() == ("bad",)
     skipped = {url for (url,) in db.execute("SELECT url FROM urls WHERE skip_reason = 'host marked bad'")}
-    assert "http://down.test/late" in skipped and len(skipped) >= 1
+    assert "http://down.test/late" in skipped  # found after the host went bad: never queued
 
 
 def test_redirect_to_another_host_goes_through_the_frontier(serve, make_config, tmp_path):
