@@ -249,6 +249,21 @@ def test_redirect_to_another_host_goes_through_the_frontier(serve, make_config, 
     assert db.execute("SELECT COUNT(*) FROM links WHERE anchor_text IS NULL").fetchone() == (1,)
 
 
+def test_a_meta_refresh_stub_is_a_redirect_not_a_document(serve, make_config, tmp_path):
+    server = serve(pages_app({
+        "/": "<a href='/old.html'>the old page</a>",
+        "/old.html": "<head><meta http-equiv='refresh' content='0;URL=new.html'></head>"
+                     "<p>Redirecting to <a href='elsewhere.html'>elsewhere</a></p>",
+        "/new.html": "<p>the page itself</p>",
+        "/elsewhere.html": "<p>never fetched: the stub's own links are not followed</p>",
+    }))
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    fetched = [url for (url,) in db.execute("SELECT url FROM fetches ORDER BY id")]
+    assert fetched == [server.url("/"), server.url("/old.html"), server.url("/new.html")]
+    documents = {url for (url,) in db.execute("SELECT u.url FROM documents d JOIN urls u ON u.id = d.url_id")}
+    assert documents == {server.url("/"), server.url("/new.html")}
+
+
 def test_malformed_responses_are_recorded_and_the_crawl_goes_on(serve, make_config, tmp_path):
     async def odd(request):
         if request.path == "/bad-location":

@@ -268,3 +268,22 @@ def test_meta_declared_utf16_on_an_ascii_readable_page_means_utf8():
 def test_unusable_base_href_falls_back_to_the_page_url():
     page = parse("<head><base href='http://[::1'></head><a href='x.html'>x</a>")
     assert link_urls(page) == ["http://example.com/dir/x.html"]
+
+
+@pytest.mark.parametrize("content, target", [
+    ("0;URL=../other/page.html", "http://example.com/other/page.html"),  # rustdoc's stubs
+    ("0; url='moved.html'", "http://example.com/dir/moved.html"),
+    ('3, http://elsewhere.test/b', "http://elsewhere.test/b"),
+    ("5.5; URL = moved.html", "http://example.com/dir/moved.html"),
+    ("30; url=moved.html", None),  # a slow refresh is a page that stays on screen, not a redirect
+    ("0", None),  # reload the page itself
+    ("0; url=page.html", None),  # ... by name
+    ("", None),
+])
+def test_quick_meta_refresh_is_read_as_a_redirect(content, target):
+    page = parse(f"<head><meta http-equiv='Refresh' content=\"{content}\"></head><p>Redirecting</p>")
+    assert page.refresh == target
+
+
+def test_page_without_meta_refresh_has_no_refresh():
+    assert parse("<head><meta http-equiv='content-type' content='text/html'></head><p>x</p>").refresh is None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urljoin
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from focuscrawl.fetch.urls import canonical_url
-from focuscrawl.parse import DecodeError, parse_html
+from focuscrawl.parse import DecodeError, resolve_href, parse_html
 
 TAGS = ["a href='x'", "a href='/y#z'", "b", "p", "div", "table", "td", "tr", "script", "br", "img", "i", "title", "base href='/b/'"]
 fragments = st.lists(st.one_of(
@@ -43,3 +43,18 @@ def test_canonical_url_is_idempotent(scheme, host, port, segments, query):
     url = f"{scheme}://{host}{port}/" + "/".join(quote(s) for s in segments) + ("?" + urlencode(query) if query else "")
     once = canonical_url(url)
     assert canonical_url(once) == once
+
+
+segment = st.sampled_from(["a", "b", "..", ".", "x y", "%41", "", "c.html", "d;p"])
+
+
+@given(st.sampled_from(["http://h.test", "http://h.test/", "https://h.test:8443/a/b.html", "http://h.test/a/b/?q=1",
+                        "http://h.test/a/b.html?x=/y#z", "http://u@h.test/a/"]),
+       st.lists(segment, max_size=4).map("/".join), st.sampled_from(["", "/", "//h2.test/", "../", "?k=v&a=1"]),
+       st.sampled_from(["", "#f", "?q#f"]))
+def test_link_resolution_matches_urljoin_then_canonical_url(base, path, prefix, suffix):
+    href = prefix + path + suffix
+    if not href.strip() or href.startswith("#"):
+        return
+    expected = canonical_url(urljoin(base, href))
+    assert resolve_href(base, href) == expected, (base, href)

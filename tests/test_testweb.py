@@ -75,6 +75,22 @@ def test_every_page_is_served_at_its_url_and_foreign_paths_redirect(small_web, s
     assert via_other_host.final_url == url and via_other_host.redirects[0][0] == 301
 
 
+def test_latency_and_bandwidth_emulation_hold_back_every_answer(small_web):
+    """A lower bound only: the emulated delay is there, and the body arrives whole."""
+    webmap = WebMap(small_web)
+    sizes = {url: (webmap.root / path).stat().st_size
+             for path, url in webmap.db.execute("SELECT path, url FROM pages ORDER BY id LIMIT 300")}
+    url = max((u for u, size in sizes.items() if size < 100_000), key=sizes.get)
+    latency, bandwidth = 0.2, 64_000
+    server = ServedTestWeb(small_web, latency=latency, bandwidth=bandwidth)
+    try:
+        (response,) = fetch(server, url)
+    finally:
+        server.close()
+    assert response.status == 200 and len(response.body) == sizes[url] > 20_000
+    assert response.seconds >= latency + 0.9 * (sizes[url] - 16384) / bandwidth
+
+
 def test_hosts_outside_the_test_web_fail_at_once(served):
     (response,) = fetch(served, "http://www.example.com/")
     assert "not in the host map" in response.error

@@ -272,6 +272,8 @@ class Crawler:
         relevance = language_score = duplicate_of = digest = None
         follow = False
         clock = self._lap("parse", clock)
+        if page is not None and page.refresh:  # "this page has moved": a redirect, not a document
+            response.redirect_to, page = page.refresh, None
         if page is not None:
             digest = content_hash(page.text)
             duplicate = self.store.find_duplicate(digest)
@@ -328,9 +330,11 @@ class Crawler:
         ])
 
     def _queue_redirect(self, item: Item, target: str) -> None:
-        """A redirect to another host is a link of the same depth and priority, fetched when
-        that host is ready; the link table keeps the edge (without anchor or leaf span)."""
-        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, None)], item.depth, item.url_id)
+        """A redirect to another host (or a <meta> refresh) is a link of the same depth and
+        priority, fetched when that host is ready; the link table keeps the edge (without
+        anchor or leaf span)."""
+        reason = self.rules.rejection(target)
+        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id)
         self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
 
     def _record_host_state(self, name: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import urljoin
 
 import charset_normalizer
@@ -24,6 +25,8 @@ LINK_TAGS = frozenset({"a", "area"})
 UNFOLLOWABLE = ("javascript:", "mailto:", "data:", "tel:", "#")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+REFRESH_CONTENT = re.compile(r"""\s*(\d*)[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)""", re.IGNORECASE | re.DOTALL)
+REFRESH_REDIRECT_SECONDS = 5  # a quicker refresh is a redirect (the page only says "moved")
 SINGLE_BYTE_CODEC = re.compile(r"(cp12\d\d|cp437|cp8\d\d|iso8859|mac-|koi8|ascii|tis-620)")
 _PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
 
@@ -50,6 +53,7 @@ class Page:
     links: list[Link] = field(default_factory=list)
     base_href: str | None = None
     canonical: str | None = None
+    refresh: str | None = None  # a <meta> refresh within REFRESH_REDIRECT_SECONDS: a redirect
     noindex: bool = False
     nofollow: bool = False
     charset: str = "utf-8"
@@ -121,10 +125,26 @@ def _read_head(root: etree._Element, page: Page, directives: set[str]) -> None:
     for meta in root.iterfind(".//meta[@name]"):
         if meta.get("name", "").lower() in ("robots", "focuscrawl"):
             directives.update(_robots_directives(meta.get("content", "")))
+    page.refresh = meta_refresh(root, _base_url(page))
     for link in root.iterfind(".//link[@rel][@href]"):
         if "canonical" in link.get("rel", "").lower().split():
-            page.canonical = _absolute(_base_url(page), link.get("href"))
+            page.canonical = resolve_href(_base_url(page), link.get("href"))
             break
+
+
+def meta_refresh(root: etree._Element, base: str) -> str | None:
+    """The target of a ``<meta http-equiv=refresh>`` that leaves the page within
+    REFRESH_REDIRECT_SECONDS (content parsed as WHATWG's declarative refresh), else None."""
+    for meta in root.iterfind(".//meta[@http-equiv][@content]"):
+        if meta.get("http-equiv").strip().lower() != "refresh":
+            continue
+        delay, target = REFRESH_CONTENT.match(meta.get("content")).groups()
+        target = target.strip().strip("'\"").strip()
+        if target and int(delay or 0) <= REFRESH_REDIRECT_SECONDS:
+            url = resolve_href(base, target)
+            return url if url != canonical_url(base) else None
+        return None
+    return None
 
 
 def _base_url(page: Page) -> str:
@@ -135,10 +155,29 @@ def _base_url(page: Page) -> str:
         return page.url
 
 
-def _absolute(base: str, href: str) -> str | None:
+def resolve_href(base: str, href: str) -> str | None:
+    """The canonical absolute URL of an href (None for fragments, javascript:, mailto: …);
+    equal to ``canonical_url(urljoin(base, href))``."""
     href = href.strip()
     if not href or href.lower().startswith(UNFOLLOWABLE):
         return None
+    if href[0] != "?":  # a path resolves against the base's folder: share the work across its pages
+        base = _folder(base)
+    return _join(base, href.partition("#")[0])
+
+
+def _folder(url: str) -> str:
+    """``url`` up to the last '/' of its path (the whole URL when it has no path)."""
+    authority = url.find("//") + 2 if "//" in url else 0
+    ends = [i for i in (url.find("?"), url.find("#")) if i >= 0]
+    cut = url.rfind("/", authority, min(ends) if ends else len(url))
+    return url[: cut + 1] if cut >= authority else url
+
+
+@lru_cache(maxsize=131072)
+def _join(base: str, href: str) -> str | None:
+    """Resolve and canonicalise; cached because navigation hrefs repeat on every page of a folder
+    (urljoin was 35 % of parsing a real documentation page)."""
     try:
         return canonical_url(urljoin(base, href))
     except ValueError:
@@ -169,7 +208,7 @@ def _walk_leaves(root: etree._Element, page: Page, base: str) -> None:
                 _, start = open_anchors.pop()
                 if len(leaves) == start:  # only invisible content (a script): the anchor is an empty leaf
                     leaves.append("")
-                target = _absolute(base, element.get("href"))
+                target = resolve_href(base, element.get("href"))
                 if target is not None:
                     anchor = " ".join(leaf for leaf in leaves[start:] if leaf)
                     rel = element.get("rel", "").lower().split()

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from focuscrawl.config import ConfigError, validate_config
-from focuscrawl.crawler import Crawler
+from focuscrawl.config import ConfigError, load_config, validate_config
+from focuscrawl.crawler import CONFIG_FILE, Crawler
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
@@ -30,10 +30,12 @@ from focuscrawl.topics import read_file_text
 class ServedTestWeb:
     """The test web served by a child process for the duration of an evaluation."""
 
-    def __init__(self, directory: Path, latency: float = 0.0):
+    def __init__(self, directory: Path, latency: float = 0.0, bandwidth: float | None = None):
         command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--port", "0", "--json"]
         if latency:
             command += ["--latency", str(latency)]
+        if bandwidth:
+            command += ["--bandwidth", str(bandwidth)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line:
@@ -167,12 +169,14 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                 runs = []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
-                    shutil.rmtree(directory, ignore_errors=True)
                     data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, concurrency)
-                    crawler = Crawler.create(validate_config(data, f"{name}/{topic_name}"), directory)
-                    if spec.prepare:
-                        spec.prepare(crawler, is_relevant)
-                    asyncio.run(crawler.run())
+                    config = validate_config(data, f"{name}/{topic_name}")
+                    if not _finished_with(directory, config):
+                        shutil.rmtree(directory, ignore_errors=True)
+                        crawler = Crawler.create(config, directory)
+                        if spec.prepare:
+                            spec.prepare(crawler, is_relevant)
+                        asyncio.run(crawler.run())
                     pages, rate = fetched_pages(directory, is_relevant, is_target, jury)
                     runs.append((pages, rate))
                     if progress:
@@ -185,6 +189,23 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     _aggregate(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+def _finished_with(directory: Path, config) -> bool:
+    """Whether ``directory`` holds a finished crawl of the same configuration (the test web's
+    port aside), so that an interrupted ``eval`` run again on the same ``--out`` goes on where
+    it stopped instead of crawling everything again."""
+    try:
+        stored = load_config(directory / CONFIG_FILE)
+        with sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True) as db:
+            state = db.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+    except (ConfigError, sqlite3.Error, OSError):
+        return False
+
+    def comparable(c) -> dict:
+        return c.model_dump(mode="json", exclude={"host_map"})
+
+    return state == ("finished",) and comparable(stored) == comparable(config)
 
 
 def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int, budget: int) -> dict:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from focuscrawl.testweb.linkgraph import redirect_stubs
 from focuscrawl.testweb.webmap import WebMap, site_definitions
 
 SEEDS_PER_TOPIC = 20
@@ -48,7 +49,9 @@ class Truth:
         self.webmap = webmap
         present = set(webmap.sites)
         roots = {name: spec["root"].strip("/") + "/" for name, spec in site_definitions().items()}
-        self.pages = dict(webmap.db.execute("SELECT path, package FROM pages"))
+        stubs = redirect_stubs(webmap)
+        self.pages = {path: package for path, package in webmap.db.execute("SELECT path, package FROM pages")
+                      if path not in stubs}  # a redirect stub is not a page of any topic
         self.topics: dict[str, set[str]] = {}
         self.rules: dict[str, list[dict]] = {}
         self.dropped: dict[str, int] = {}
@@ -101,10 +104,10 @@ def describe_topics(directory: Path, rules_file: Path | None = None, seed: int =
     paths, out = _graph(webmap)
     ids = {path: page_id for page_id, path in paths.items()}
     url_of = dict(webmap.db.execute("SELECT path, url FROM pages"))
-    total = len(paths)
+    total = len(truth.pages)
     rng = random.Random(seed)
     topics = {}
-    allowed = {path for path, url in url_of.items() if not _disallowed(webmap, url)}
+    allowed = {path for path in truth.pages if not _disallowed(webmap, url_of[path])}
     for name, members in truth.topics.items():
         linked = [(p, truth.pages[p]) for p in sorted(members) if out.get(ids[p]) and p in allowed]
         seeds = _pick_seeds(rng, linked, SEEDS_PER_TOPIC)

@@ -2,12 +2,16 @@
 
 Every page is parsed once; each ``<a href>`` is resolved twice: on disk (relative to the file,
 as a browser opening the file would) and over HTTP (relative to the page's URL, through the
-server's routing and redirects). Pages and page-to-page links go to ``testweb.db``.
+server's routing and redirects). Pages and page-to-page links go to ``testweb.db``. Pages that
+only say "moved" (a quick ``<meta>`` refresh: 14 k in the default web, mostly rustdoc's) are
+redirects, as the crawler treats them: links reach their targets, and they belong to no topic.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
+import sqlite3
 from collections import Counter
 from functools import lru_cache
 from multiprocessing import get_context
@@ -17,17 +21,20 @@ from urllib.parse import unquote, urljoin, urlsplit
 from lxml import etree
 
 from focuscrawl.fetch.urls import canonical_url
+from focuscrawl.parse import meta_refresh
 from focuscrawl.testweb.build import connect
 from focuscrawl.testweb.webmap import WebMap
 
 GRAPH_SCHEMA = """
 DROP TABLE IF EXISTS pages;
 DROP TABLE IF EXISTS links;
-CREATE TABLE pages (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, package TEXT NOT NULL, url TEXT NOT NULL);
+CREATE TABLE pages (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, package TEXT NOT NULL, url TEXT NOT NULL,
+                    refresh TEXT);  -- where a redirect stub's <meta> refresh leads (NULL: a real page)
 CREATE TABLE links (source INTEGER NOT NULL, target INTEGER NOT NULL, PRIMARY KEY (source, target)) WITHOUT ROWID;
 CREATE INDEX pages_url ON pages (url);
 """
 _PARSER = etree.HTMLParser(remove_comments=True, no_network=True)
+_REFRESH_HINT = re.compile(rb"http-equiv\s*=\s*[\"']?refresh", re.IGNORECASE)
 _webmap: WebMap | None = None
 _resolver: Resolver | None = None
 
@@ -37,6 +44,7 @@ class Resolver:
 
     def __init__(self, webmap: WebMap):
         self.webmap = webmap
+        self.refresh = redirect_stubs(webmap)
         self.reach = lru_cache(maxsize=200_000)(self._reach)
 
     def _reach(self, url: str) -> str | None:
@@ -46,23 +54,51 @@ class Resolver:
             if found is None:
                 return None
             kind, target = found
-            if kind == "file":
+            if kind == "file" and target not in self.refresh:
                 return target
-            url = urljoin(url, target)
+            url = self.refresh[target] if kind == "file" else urljoin(url, target)
         return None
 
 
-def _hrefs(path: Path) -> list[str]:
+def redirect_stubs(webmap: WebMap) -> dict[str, str]:
+    """Redirect stub pages and where their refresh leads (empty before the link graph is built)."""
     try:
-        tree = etree.parse(str(path), _PARSER)
+        return dict(webmap.db.execute("SELECT path, refresh FROM pages WHERE refresh IS NOT NULL"))
+    except sqlite3.OperationalError:  # no link graph yet, or one from before stubs were recorded
+        return {}
+
+
+def _root(path: Path) -> etree._Element | None:
+    try:
+        return etree.parse(str(path), _PARSER).getroot()
     except (OSError, etree.ParseError, ValueError):
-        return []
-    root = tree.getroot()
+        return None
+
+
+def _hrefs(path: Path, url: str) -> list[str]:
+    """The page's hrefs; under a <base href> they are made absolute, as a browser would."""
+    root = _root(path)
     if root is None:
         return []
-    base = root.find(".//base[@href]")
     hrefs = [a.get("href").strip() for a in root.iter("a") if a.get("href")]
-    return hrefs if base is None else []  # pages with <base> are rare; their links are left out
+    base = root.find(".//base[@href]")
+    if base is None:
+        return hrefs
+    try:
+        base_url = urljoin(url, base.get("href").strip())
+        return [href if href.startswith("#") else urljoin(base_url, href) for href in hrefs]
+    except ValueError:
+        return hrefs
+
+
+def _refresh_of(path: str) -> tuple[str, str | None]:
+    """(page, where its quick <meta> refresh leads, if it is a redirect stub)."""
+    file = _webmap.root / path
+    with open(file, "rb") as handle:
+        if not _REFRESH_HINT.search(handle.read(4096)):
+            return path, None
+    root = _root(file)
+    return path, (meta_refresh(root, _webmap.url_of(path)) if root is not None else None)
 
 
 def _page_links(path: str) -> tuple[str, list[str], Counter]:
@@ -72,7 +108,7 @@ def _page_links(path: str) -> tuple[str, list[str], Counter]:
     url = webmap.url_of(path)
     counts: Counter = Counter()
     targets = []
-    for href in _hrefs(webmap.root / path):
+    for href in _hrefs(webmap.root / path, url):
         if href.startswith(("#", "javascript:", "mailto:", "data:")):
             continue
         try:
@@ -125,6 +161,10 @@ def build_link_graph(directory: Path, processes: int = 2, progress=None) -> dict
                    [(path, package, webmap.url_of(path, package)) for path, package in pages])
     db.commit()  # the workers read pages through their own connections
     ids = dict(db.execute("SELECT path, id FROM pages"))
+    with get_context("fork").Pool(processes, initializer=_init, initargs=(str(directory),)) as pool:
+        stubs = [(target, path) for path, target in pool.imap_unordered(_refresh_of, [p for p, _ in pages], 256) if target]
+    db.executemany("UPDATE pages SET refresh = ? WHERE path = ?", stubs)
+    db.commit()  # before the workers' resolvers load the stubs
     totals: Counter = Counter()
     with get_context("fork").Pool(processes, initializer=_init, initargs=(str(directory),)) as pool:
         for done, (path, targets, counts) in enumerate(pool.imap_unordered(_page_links, [p for p, _ in pages], 64), 1):
@@ -137,6 +177,7 @@ def build_link_graph(directory: Path, processes: int = 2, progress=None) -> dict
     db.commit()
     report = dict(totals)
     report["pages"] = len(pages)
+    report["redirect_stubs"] = len(stubs)
     report["page_links"] = db.execute("SELECT COUNT(*) FROM links").fetchone()[0]
     report["http_over_disk"] = round(totals["on_disk_and_http"] / totals["on_disk"], 4) if totals["on_disk"] else None
     return report
