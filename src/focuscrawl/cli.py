@@ -21,8 +21,9 @@ from focuscrawl.bench import bench
 from focuscrawl.config import ConfigError, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import Crawler, Progress
 from focuscrawl.evaluate.harness import run_eval
+from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
-from focuscrawl.learn import ModelError
+from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
@@ -92,7 +93,7 @@ def crawl(
     negative: list[str] = typer.Option([], "--negative", help="negative examples (repeatable)"),
     max_pages: Optional[int] = typer.Option(None, "--max-pages", help="stop after this many fetches"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="bfs or best-first"),
-    classifier: Optional[str] = typer.Option(None, "--classifier", help="svm-linear or nb-multinomial"),
+    classifier: Optional[str] = typer.Option(None, "--classifier", help="a learner: " + ", ".join(LEARNERS)),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
 ) -> None:
@@ -319,3 +320,47 @@ def evaluate(
     summary = {name: {k: entry[k] for k in ("harvest_rate", "target_recall", "pages_per_second")}
                for name, entry in results["crawlers"].items()}
     print(json.dumps({"report": str(report), "crawlers": summary}, indent=2))
+
+
+learners_app = typer.Typer(help="The classifiers a critic can use (Pant & Srinivasan §4).", no_args_is_help=True)
+app.add_typer(learners_app, name="learners")
+
+
+@learners_app.command("compare")
+def learners_compare(
+    testweb: Path = typer.Option(..., "--testweb", help="a built test web"),
+    topics: Path = typer.Option(..., "--topics", help="topics file from 'testweb topics'"),
+    learners: str = typer.Option(",".join(LEARNERS), "--learners", help="comma-separated learner names"),
+    positives: int = typer.Option(100, "--positives", min=5, help="topic pages per topic (and twice as many others)"),
+    folds: int = typer.Option(5, "--folds", min=2),
+    topic: list[str] = typer.Option([], "--topic", help="only these topics (repeatable)"),
+    learning_rate: float = typer.Option(0.2, "--learning-rate", help="of the nn-* learners"),
+    selection: Optional[str] = typer.Option(None, "--selection", help="feature selection first: mi or ig"),
+    features: int = typer.Option(2000, "--features", help="features kept by --selection"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the per-topic figures here (JSON)"),
+    as_json: bool = typer.Option(False, "--json", help="print the JSON list instead of a table"),
+) -> None:
+    """Cross-validated accuracy, training time and per-page classification time of each learner."""
+    if selection not in (None, "mi", "ig"):
+        _fail(f"--selection: {selection!r} is neither 'mi' nor 'ig'")
+    names = [name.strip() for name in learners.split(",") if name.strip()]
+
+    def show(name, topic_name, result):
+        print(f"{name:>15} {topic_name:<24} accuracy {result['accuracy']:.3f}  train {result['train_seconds']:.2f} s"
+              f"  classify {result['classify_ms']:.2f} ms", file=sys.stderr)
+
+    try:
+        results = compare_learners(testweb, topics, names, positives, folds, topic or None, progress=show,
+                                   learning_rate=learning_rate, selection=selection, features=features)
+    except (*USER_ERRORS, FileNotFoundError) as error:
+        _fail(str(error))
+    if out:
+        out.write_text(json.dumps(results, indent=1))
+    rows = [{k: v for k, v in row.items() if k != "topics"} for row in results["learners"]]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'learner':<15} {'accuracy':>17} {'train s':>8} {'classify ms':>12}")
+    for row in rows:
+        print(f"{row['learner']:<15} {row['accuracy']:>8.3f} ± {row['accuracy_stderr']:<6.3f} {row['train_seconds']:>8.2f}"
+              f" {row['classify_ms']:>12.2f}")

@@ -18,6 +18,10 @@ from focuscrawl.text import Analyzer
 
 
 
+Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "svm-poly2", "svm-poly3",
+                     "nn-2", "nn-4", "nn-16"]  # the learners of Pant §4 (make_classifier builds them)
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; str() is one line per problem."""
 
@@ -114,6 +118,14 @@ class Text(_Section):
         return language
 
 
+class Learner(_Section):
+    learning_rate: float = Field(0.2, gt=0, description="nn-*: back-propagation learning rate (Pant §4.4: 0.1, 0.2, 0.4)")
+    epochs: int = Field(500, ge=1, description="nn-*: training epochs")
+    selection: Literal["mi", "ig"] | None = Field(None, description="feature selection first (BINGO! §2.3.2); none: Pant")
+    features: int = Field(2000, ge=1, description="n_top: best features kept by the selection")
+    candidates: int = Field(10000, ge=1, description="only the most frequent topic terms are scored")
+
+
 class Store(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
@@ -123,7 +135,8 @@ class CrawlConfig(_Section):
     seeds: list[str] = Field(default_factory=list)
     seeds_file: str | None = None
     topic: Topic = Field(default_factory=Topic)
-    classifier: Literal["svm-linear", "nb-multinomial", "nn-4"] = "svm-linear"
+    classifier: Classifier = "svm-linear"
+    learner: Learner = Field(default_factory=Learner)
     strategy: Literal["bfs", "best-first"] = "best-first"
     budget: Budget = Field(default_factory=Budget)
     politeness: Politeness = Field(default_factory=Politeness)

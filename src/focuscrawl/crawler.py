@@ -198,8 +198,7 @@ class Crawler:
         self.stop(f"budget: max_seconds {self.config.budget.max_seconds}")
 
     async def _train_critic(self) -> None:
-        text = self.config.text
-        self.critic = await train_critic(self.config.topic, self.config.classifier, text.language, text.stem, self.fetcher)
+        self.critic = await train_critic(self.config, self.fetcher)
         self.critic.save(self.directory / CRITIC_FILE)
 
     async def _tick(self, on_progress, every: float) -> None:

@@ -5,63 +5,149 @@ from __future__ import annotations
 import pickle
 import warnings
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 from scipy import optimize, sparse
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import Normalizer
 from sklearn.svm import SVC
 
-from focuscrawl.text import Analyzer
+from focuscrawl.config import Classifier
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf
+
+LEARNERS = get_args(Classifier)
 
 
 class ModelError(ValueError):
     """A model file that cannot be used."""
 
 
-class PantTfidf(TransformerMixin, BaseEstimator):
-    """Pant & Srinivasan 2005 eq. 1: w = (0.5 + 0.5·tf/max tf) · ln(|E| / df), for terms in the page;
-    df and |E| come from the training examples and stay fixed while crawling."""
-
-    def fit(self, counts: sparse.csr_matrix, y=None) -> PantTfidf:
-        counts = sparse.csr_matrix(counts)
-        df = np.bincount(counts.indices, minlength=counts.shape[1])
-        self.idf_ = np.log(counts.shape[0] / np.maximum(df, 1))
-        return self
-
-    def transform(self, counts: sparse.csr_matrix) -> sparse.csr_matrix:
-        weights = sparse.csr_matrix(counts, dtype=np.float64, copy=True)
-        lengths = np.diff(weights.indptr)
-        filled = lengths > 0
-        row_max = np.ones(len(lengths))
-        row_max[filled] = np.maximum.reduceat(weights.data, weights.indptr[:-1][filled]) if weights.nnz else 1.0
-        weights.data = (0.5 + 0.5 * weights.data / np.repeat(row_max, lengths)) * self.idf_[weights.indices]
-        weights.eliminate_zeros()  # terms found in every example carry no weight
-        return weights
-
-
-def make_classifier(name: str, analyzer: Analyzer) -> Pipeline:
-    """Text in, Pr(class) out. Names are the config's ``classifier`` values."""
-    vectorizer = CountVectorizer(analyzer=analyzer)
-    if name == "svm-linear":
-        # Pant §4.3: linear kernel, C = 1, outputs turned into probabilities by Platt's sigmoid
-        return Pipeline([("counts", vectorizer), ("tfidf", PantTfidf()), ("svm", PlattSVM(kernel="linear", C=1.0))])
-    if name == "nn-4":
-        # Pant §4.4: three layers, 4 sigmoid hidden units, learning rate 0.2, 500 epochs
-        # (one gradient step per epoch over the training set: per-example steps, as Weka takes, cost 20x
-        # the time for the same ranking on our topics; the fixed epoch count is the stopping rule)
-        network = MLPClassifier(hidden_layer_sizes=(4,), activation="logistic", solver="sgd", learning_rate_init=0.2,
-                                momentum=0.0, max_iter=500, n_iter_no_change=500, random_state=0)
-        return Pipeline([("counts", vectorizer), ("tfidf", PantTfidf()), ("nn", network)])
+def make_classifier(name: str, analyzer: Analyzer, learning_rate: float = 0.2, epochs: int = 500,
+                    selection: str | None = None, features: int = 2000, candidates: int = 10000) -> Pipeline:
+    """Text in, Pr(class) out. ``name`` is one of LEARNERS (the config's ``classifier``); every
+    learner but multinomial NB sees Pant's TF-IDF vectors (eq. 1); ``selection`` ('mi' or 'ig')
+    first keeps BINGO!'s ``features`` best of the ``candidates`` most frequent topic terms."""
+    if name not in LEARNERS:
+        raise ValueError(f"unknown classifier {name!r} (known: {', '.join(LEARNERS)})")
+    steps = [("counts", CountVectorizer(analyzer=analyzer))]
+    if selection:
+        steps.append(("select", FeatureSelector(selection, features, candidates)))
+    family, _, variant = name.partition("-")
     if name == "nb-multinomial":
         # Chakrabarti eqs. 1-2: multinomial over term counts, Laplace smoothing
-        return Pipeline([("counts", vectorizer), ("nb", MultinomialNB(alpha=1.0))])
-    raise ValueError(f"unknown classifier {name!r}")
+        return Pipeline([*steps, ("nb", MultinomialNB(alpha=1.0))])
+    steps.append(("tfidf", PantTfidf()))
+    if family == "nb":
+        # Pant §4.2: per-term class densities, normal (MLE mean and variance) or a Gaussian kernel
+        # on every training value with σ = 1/√n (John & Langley 1995)
+        return Pipeline([*steps, ("nb", NormalNB() if variant == "normal" else KernelNB())])
+    if family == "svm":
+        # Pant §4.3: polynomial kernels of degree 1, 2, 3, C = 1, Platt's sigmoid on the outputs
+        degree = 1 if variant == "linear" else int(variant[-1])
+        if degree > 1:  # Weka's SMO scales attributes to [0, 1] before the kernel; unit rows bound it alike
+            steps.append(("unit", Normalizer()))
+        kernel = {"kernel": "linear"} if degree == 1 else {"kernel": "poly", "degree": degree}
+        return Pipeline([*steps, ("svm", PlattSVM(C=1.0, **kernel))])
+    # Pant §4.4: three layers, 2/4/16 sigmoid hidden units, learning rate 0.1/0.2/0.4, 500 epochs
+    # (one gradient step per epoch over the training set: per-example steps, as Weka takes, cost 20x
+    # the time for the same ranking on our topics; the fixed epoch count is the stopping rule)
+    network = MLPClassifier(hidden_layer_sizes=(int(variant),), activation="logistic", solver="sgd",
+                            learning_rate_init=learning_rate, momentum=0.0, max_iter=epochs, n_iter_no_change=epochs,
+                            random_state=0)
+    return Pipeline([*steps, ("nn", network)])
+
+
+class NormalNB(ClassifierMixin, BaseEstimator):
+    """Naive Bayes with a normal density per term and class (Pant §4.2), fitted by maximum
+    likelihood on sparse vectors. A standard deviation never falls below ``min_std`` (Weka's
+    floor: its default precision 0.01 / 6), so terms a class never shows still have a density."""
+
+    def __init__(self, min_std: float = 0.01 / 6):
+        self.min_std = min_std
+
+    def fit(self, X, y) -> NormalNB:
+        X, y = sparse.csr_matrix(X, dtype=np.float64), np.asarray(y)
+        self.classes_ = np.unique(y)
+        means, variances = [], []
+        for c in self.classes_:
+            rows = X[y == c]
+            mean = np.asarray(rows.mean(axis=0)).ravel()
+            variances.append(np.asarray(rows.multiply(rows).mean(axis=0)).ravel() - mean ** 2)
+            means.append(mean)
+        self.mean_ = np.array(means)
+        self.var_ = np.maximum(np.array(variances), self.min_std ** 2)
+        self.log_prior_ = np.log(np.array([np.mean(y == c) for c in self.classes_]))
+        return self
+
+    def _joint_log_likelihood(self, X) -> np.ndarray:
+        # Σ_j log N(x_j; μ, σ²) = −½ Σ log 2πσ² − Σ x²/2σ² + Σ xμ/σ² − Σ μ²/2σ², the x terms sparse
+        X = sparse.csr_matrix(X, dtype=np.float64)
+        inverse = 1.0 / self.var_
+        constant = -0.5 * np.sum(np.log(2 * np.pi * self.var_) + self.mean_ ** 2 * inverse, axis=1)
+        return (constant + self.log_prior_ - 0.5 * (X.multiply(X) @ inverse.T)
+                + X @ (self.mean_ * inverse).T)
+
+    def predict_proba(self, X) -> np.ndarray:
+        return _softmax(np.asarray(self._joint_log_likelihood(X)))
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+
+
+class KernelNB(ClassifierMixin, BaseEstimator):
+    """Naive Bayes with kernel density estimation (Pant eq. 5): p(x_j | c) is the mean of Gaussian
+    kernels N(x_j; x_ij, σ_c) over the class's training examples, σ_c = 1/√n_c. Most terms of a
+    page are 0, so the log density of 0 is summed once per class at training time and each
+    page only pays for its own non-zero terms."""
+
+    def fit(self, X, y) -> KernelNB:
+        X, y = sparse.csc_matrix(X, dtype=np.float64), np.asarray(y)
+        self.classes_ = np.unique(y)
+        self.examples_ = [sparse.csc_matrix(X[y == c]) for c in self.classes_]
+        self.sigma_ = np.array([1.0 / np.sqrt(rows.shape[0]) for rows in self.examples_])
+        self.log_prior_ = np.log(np.array([np.mean(y == c) for c in self.classes_]))
+        self.log_zero_ = np.array([self._log_density(rows, np.arange(X.shape[1]), np.zeros(X.shape[1]), sigma)
+                                   for rows, sigma in zip(self.examples_, self.sigma_)])
+        self.log_zero_total_ = self.log_zero_.sum(axis=1)
+        return self
+
+    @staticmethod
+    def _log_density(rows: sparse.csc_matrix, columns: np.ndarray, values: np.ndarray, sigma: float) -> np.ndarray:
+        """log p(values | class) term by term: a log-mean-exp of the kernels over training rows."""
+        block = rows[:, columns].toarray()
+        exponents = -((values[None, :] - block) ** 2) / (2 * sigma ** 2)
+        return (logsumexp(exponents, axis=0) - np.log(rows.shape[0]) - np.log(sigma * np.sqrt(2 * np.pi)))
+
+    def _joint_log_likelihood(self, X) -> np.ndarray:
+        X = sparse.csr_matrix(X, dtype=np.float64)
+        result = np.tile(self.log_zero_total_ + self.log_prior_, (X.shape[0], 1))
+        for i in range(X.shape[0]):
+            columns = X.indices[X.indptr[i]:X.indptr[i + 1]]
+            values = X.data[X.indptr[i]:X.indptr[i + 1]]
+            if len(columns):
+                for k, (rows, sigma) in enumerate(zip(self.examples_, self.sigma_)):
+                    result[i, k] += np.sum(self._log_density(rows, columns, values, sigma) - self.log_zero_[k, columns])
+        return result
+
+    def predict_proba(self, X) -> np.ndarray:
+        return _softmax(self._joint_log_likelihood(X))
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    scores = scores - scores.max(axis=1, keepdims=True)
+    exp = np.exp(scores)
+    return exp / exp.sum(axis=1, keepdims=True)
 
 
 class PlattSVM(ClassifierMixin, BaseEstimator):
@@ -75,7 +161,7 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
     def fit(self, X, y) -> PlattSVM:
         y = np.asarray(y)
         self.classes_ = np.unique(y)
-        svm = SVC(kernel=self.kernel, C=self.C, degree=self.degree, gamma=1.0, coef0=1.0)
+        svm = SVC(kernel=self.kernel, C=self.C, degree=self.degree, gamma=1.0, coef0=0.0)  # Weka: (x·y)^p
         smallest = min(np.sum(y == c) for c in self.classes_)
         if smallest >= self.folds:
             scores = cross_val_predict(svm, X, y, cv=StratifiedKFold(self.folds), method="decision_function")
@@ -126,15 +212,17 @@ def platt_sigmoid(scores: np.ndarray, positive: np.ndarray) -> tuple[float, floa
 class Critic:
     """Pr(relevant | page) for the topic, trained from positive and negative example texts."""
 
-    def __init__(self, classifier: str = "svm-linear", language: str = "en", stem: bool = True):
+    def __init__(self, classifier: str = "svm-linear", language: str = "en", stem: bool = True, **options):
+        """``options``: make_classifier's keywords (learning_rate, epochs, selection, features, candidates)."""
         self.classifier = classifier
         self.language = language
         self.stem = stem
+        self.options = options
 
     def fit(self, positives: list[str], negatives: list[str]) -> Critic:
         if not positives or not negatives:
             raise ValueError("the critic needs at least one positive and one negative example")
-        self.model_ = make_classifier(self.classifier, Analyzer(self.language, self.stem))
+        self.model_ = make_classifier(self.classifier, Analyzer(self.language, self.stem), **self.options)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # Pant's networks stop after 500 epochs by design
             self.model_.fit(positives + negatives, [1] * len(positives) + [0] * len(negatives))

@@ -6,7 +6,7 @@ import logging
 import random
 from pathlib import Path
 
-from focuscrawl.config import ConfigError, Topic
+from focuscrawl.config import ConfigError, CrawlConfig
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.fetch.urls import canonical_url
 from focuscrawl.learn import Critic
@@ -83,8 +83,9 @@ async def example_texts(entries: list[str], field: str, fetcher: Fetcher) -> lis
     return [t for t in texts if t.strip()]
 
 
-async def train_critic(topic: Topic, classifier: str, language: str, stem: bool, fetcher: Fetcher) -> Critic:
+async def train_critic(config: CrawlConfig, fetcher: Fetcher) -> Critic:
     """Pant §5: negatives are kept at ``negatives_per_positive`` times the positives (a seeded sample)."""
+    topic = config.topic
     positives = await example_texts(topic.positive, "topic.positive", fetcher)
     negatives = await example_texts(topic.negative, "topic.negative", fetcher)
     if not positives:
@@ -94,5 +95,6 @@ async def train_critic(topic: Topic, classifier: str, language: str, stem: bool,
     keep = max(1, round(len(positives) * topic.negatives_per_positive))
     if len(negatives) > keep:
         negatives = random.Random(0).sample(negatives, keep)
-    log.info("critic %s: %d positive and %d negative examples", classifier, len(positives), len(negatives))
-    return Critic(classifier, language, stem).fit(positives, negatives)
+    log.info("critic %s: %d positive and %d negative examples", config.classifier, len(positives), len(negatives))
+    return Critic(config.classifier, config.text.language, config.text.stem, **config.learner.model_dump()).fit(
+        positives, negatives)

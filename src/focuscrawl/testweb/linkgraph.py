@@ -60,6 +60,11 @@ class Resolver:
         return None
 
 
+    def past_stub(self, path: str) -> str | None:
+        """The page a file stands for: itself, or where a redirect stub leads."""
+        return self.reach(self.refresh[path]) if path in self.refresh else path
+
+
 def redirect_stubs(webmap: WebMap) -> dict[str, str]:
     """Redirect stub pages and where their refresh leads (empty before the link graph is built)."""
     try:
@@ -141,7 +146,7 @@ def _route(webmap: WebMap, resolver: Resolver, path: str, url: str, href: str, c
         return None
     counts["on_disk"] += 1
     target = resolver.reach(canonical_url(urljoin(url, href)))
-    counts["on_disk_and_http"] += target == on_disk
+    counts["on_disk_and_http"] += target == resolver.past_stub(on_disk)
     return target
 
 
