@@ -18,12 +18,17 @@ from rich.live import Live
 from rich.text import Text
 
 from focuscrawl.bench import bench
-from focuscrawl.config import ConfigError, read_config_data, resolve_paths, validate_config
-from focuscrawl.crawler import Crawler, Progress
+from focuscrawl.config import ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
+from focuscrawl.crawler import Crawler, Progress, load_critic
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.harness import run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
 from focuscrawl.learn import LEARNERS, ModelError
+from focuscrawl.parse import DecodeError
+from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
+from focuscrawl.topics import fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
@@ -94,6 +99,7 @@ def crawl(
     max_pages: Optional[int] = typer.Option(None, "--max-pages", help="stop after this many fetches"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="bfs or best-first"),
     classifier: Optional[str] = typer.Option(None, "--classifier", help="a learner: " + ", ".join(LEARNERS)),
+    taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="focus on every topic of a 'topics import' folder"),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
 ) -> None:
@@ -116,6 +122,7 @@ def crawl(
         "budget.max_pages": max_pages,
         "strategy": strategy,
         "classifier": classifier,
+        "topic.taxonomy": str(taxonomy.resolve()) if taxonomy else None,
         "politeness.min_interval": delay,
     }
     for setting, value in overrides.items():
@@ -364,3 +371,86 @@ def learners_compare(
     for row in rows:
         print(f"{row['learner']:<15} {row['accuracy']:>8.3f} ± {row['accuracy_stderr']:<6.3f} {row['train_seconds']:>8.2f}"
               f" {row['classify_ms']:>12.2f}")
+
+
+topics_app = typer.Typer(help="Topic taxonomies from bookmarks or folders (BINGO! §2.3.2).", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _fetch_config(config_file: Optional[Path]) -> CrawlConfig:
+    """The fetch, politeness and host-map settings of a crawl config, or the defaults."""
+    if config_file is None:
+        return CrawlConfig.model_construct()
+    return validate_config(read_config_data(config_file), str(config_file))
+
+
+@topics_app.command("import")
+def topics_import(
+    source: Path = typer.Argument(..., help="a bookmarks export (Netscape HTML) or a folder tree of documents"),
+    out: Path = typer.Option(..., "--out", help="folder to write the taxonomy and its model to"),
+    others: list[str] = typer.Option([], "--others", help="more root negatives: URL list, file or folder (repeatable)"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="crawl config whose fetch settings to use"),
+    features: int = typer.Option(2000, "--features", min=1, help="n_top: best features per topic by MI"),
+    min_features: int = typer.Option(3, "--min-features", min=0, help="N_w: features a page needs to be classified"),
+    threshold: float = typer.Option(0.0, "--threshold", help="confidence a child topic needs to take a page"),
+) -> None:
+    """Fetch or read every example, train one classifier per topic, write taxonomy.yml and model.pkl."""
+    try:
+        config = _fetch_config(config_file)
+        root = read_taxonomy_source(source, _warn)
+
+        async def run():
+            async with Fetcher(config, Hosts(config)) as fetcher:
+                return await import_taxonomy(root, out, fetcher, others, _warn, language=config.text.language,
+                                             stem=config.text.stem, features=features, min_features=min_features,
+                                             threshold=threshold)
+
+        model = asyncio.run(run())
+    except (*USER_ERRORS, TaxonomyError) as error:
+        _fail(str(error))
+    print(render_tree(load_tree(out), model))
+    print(out / "model.pkl")
+
+
+@topics_app.command("show")
+def topics_show(
+    directory: Path = typer.Argument(..., help="a folder written by 'topics import'"),
+    features: int = typer.Option(10, "--features", min=0, help="top features by MI to list per topic"),
+) -> None:
+    """The tree, the examples of each topic, and its best features by Mutual Information."""
+    try:
+        print(render_tree(load_tree(directory), TaxonomyModel.load(directory), features))
+    except (*USER_ERRORS, TaxonomyError) as error:
+        _fail(str(error))
+
+
+@app.command()
+def classify(
+    model: Path = typer.Argument(..., help="a taxonomy folder, a crawl folder, or a model file"),
+    target: str = typer.Argument(..., help="a URL or a file (HTML or text)"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="crawl config whose fetch settings to use"),
+) -> None:
+    """The topic path and confidence of one page (JSON)."""
+    try:
+        critic = load_critic(model)
+        config = _fetch_config(config_file)
+
+        async def fetch_page():
+            async with Fetcher(config, Hosts(config)) as fetcher:
+                return await fetch_example_page(target, fetcher)
+
+        page = asyncio.run(fetch_page()) if "://" in target else read_file_page(Path(target))
+    except (*USER_ERRORS, TaxonomyError, OSError, DecodeError) as error:
+        _fail(f"{target}: cannot read: {error.strerror}" if isinstance(error, OSError)
+              else f"{target}: {error}" if isinstance(error, DecodeError) else str(error))
+    judgement = critic.judge(page)
+    result = {"target": target, "relevance": round(judgement.relevance, 4), "topic": judgement.topic,
+              "confidence": None if judgement.confidence is None else round(judgement.confidence, 4)}
+    if isinstance(critic, TaxonomyModel):
+        result["path"] = [{"topic": t, "confidence": round(c, 4)} for t, c in critic.assign(page.text).path]
+        result["preview"] = judgement.preview
+    print(json.dumps(result, indent=2, ensure_ascii=False))

@@ -37,6 +37,7 @@ class Topic(_Section):
     positive: list[str] = Field(default_factory=list)
     negative: list[str] = Field(default_factory=list)
     negatives_per_positive: float = Field(2.0, gt=0, description="Pant §5: twice the positives")
+    taxonomy: str | None = Field(None, description="a folder from 'focuscrawl topics import': focus on all its topics")
 
 
 class Budget(_Section):
@@ -164,8 +165,10 @@ class CrawlConfig(_Section):
     def _has_seeds(self) -> CrawlConfig:
         if not self.seeds and not self.seeds_file:
             raise ValueError("seeds: none given (set 'seeds' or 'seeds_file')")
-        if self.strategy == "best-first" and not self.topic.positive:
-            raise ValueError("strategy: best-first needs topic.positive examples")
+        if self.strategy == "best-first" and not self.topic.positive and not self.topic.taxonomy:
+            raise ValueError("strategy: best-first needs topic.positive examples or a topic.taxonomy")
+        if self.topic.taxonomy and self.topic.positive:
+            raise ValueError("topic: give either positive examples or a taxonomy, not both")
         return self
 
 

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
@@ -23,14 +23,16 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.frontier import STRATEGIES, Frontier, Item
-from focuscrawl.learn import Critic
+from focuscrawl.learn import Critic, ModelError
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDirError, Store, content_hash
+from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.text import stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
 CRITIC_FILE = "models/critic.pkl"
+TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
 CONFIG_FILE = "config.yml"
 
 
@@ -46,6 +48,7 @@ class Progress:
     frontier: int
     started: float
     pages_at_start: int
+    topics: Counter = field(default_factory=Counter)  # pages assigned to each topic of a taxonomy
 
     @property
     def harvest_rate(self) -> float | None:
@@ -85,6 +88,27 @@ def read_seeds(config: CrawlConfig) -> list[str]:
     return seeds
 
 
+def _critic_file(directory: Path) -> Path | None:
+    return next((directory / name for name in (CRITIC_FILE, TAXONOMY_CRITIC_FILE, MODEL_FILE)
+                 if (directory / name).exists()), None)
+
+
+def load_critic(path: Path) -> Critic | TaxonomyModel:
+    """The critic of a crawl folder, of a taxonomy folder, or in a model file."""
+    path = Path(path)
+    if path.is_dir():
+        found = _critic_file(path)
+        if found is None:
+            raise ModelError(f"{path}: no model here (neither a crawl with a critic nor a 'topics import' folder)")
+        path = found
+    try:
+        return Critic.load(path)
+    except ModelError as error:
+        if "not a critic" not in str(error):
+            raise
+    return TaxonomyModel.load(path)
+
+
 class Crawler:
     def __init__(self, directory: Path, config: CrawlConfig):
         self.directory = Path(directory)
@@ -94,7 +118,7 @@ class Crawler:
         self.frontier = Frontier(self.store.db, self.hosts)
         self.rules = UrlRules(config)
         self.priority = STRATEGIES[config.strategy]
-        self.critic: Critic | None = None
+        self.critic: Critic | TaxonomyModel | None = None
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []
         self._changed: asyncio.Event | None = None
@@ -104,7 +128,7 @@ class Crawler:
         db = self.store.db
         fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
         total, scored = db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
-        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0)
+        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts())
 
     # -- opening a crawl directory ------------------------------------------------------------
 
@@ -132,8 +156,7 @@ class Crawler:
         if not (directory / "crawl.db").exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
         config = load_config(directory / CONFIG_FILE)
-        critic_path = directory / CRITIC_FILE
-        critic = Critic.load(critic_path) if critic_path.exists() else None
+        critic = load_critic(directory) if _critic_file(directory) else None
         if budget:
             data = config.model_dump(mode="json")
             data["budget"].update(budget)
@@ -166,6 +189,9 @@ class Crawler:
                 self.fetcher = fetcher
                 if self.critic is None and self.config.topic.positive:
                     await self._train_critic()
+                elif self.critic is None and self.config.topic.taxonomy:
+                    self.critic = TaxonomyModel.load(self.config.topic.taxonomy)
+                    self.critic.save(self.directory / TAXONOMY_CRITIC_FILE)  # the crawl keeps the model it used
                 self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
                 for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
                     if isinstance(outcome, Exception):
@@ -268,7 +294,7 @@ class Crawler:
                 page = parse_html(response.body, response.final_url, response.charset, response.headers.get("x-robots-tag", ""))
             except DecodeError as err:
                 response.error = str(err)
-        relevance = language_score = duplicate_of = digest = None
+        relevance = language_score = duplicate_of = digest = judgement = None
         follow = False
         clock = self._lap("parse", clock)
         if page is not None and page.refresh:  # "this page has moved": a redirect, not a document
@@ -285,7 +311,8 @@ class Crawler:
                 if language_score is not None and language_score < self.config.text.min_stopword_score:
                     relevance, follow = 0.0, False
                 elif self.critic is not None:
-                    relevance = self.critic.score_page(page)
+                    judgement = self.critic.judge(page)
+                    relevance = judgement.relevance
         clock = self._lap("classify", clock)
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
@@ -294,13 +321,16 @@ class Crawler:
             if response.redirect_to:
                 self._queue_redirect(item, response.redirect_to)
             if page is not None:
-                self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score)
+                self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
+                                           judgement)
                 if follow:
                     self._queue_links(item, page, relevance)
             self.frontier.finish(item)
             self._record_host_state(item.host)
         self._lap("store", clock)
         self._count(response, relevance)
+        if judgement is not None and judgement.topic:
+            self.progress.topics[judgement.topic] += 1
         if response.error:
             log.info("%s: %s", item.url, response.error)
 
@@ -368,5 +398,6 @@ class Crawler:
         self.store.log_harvest({
             "pages": progress.pages, "fetched": progress.fetched, "scored": progress.scored,
             "harvest_rate": progress.harvest_rate, "errors": progress.errors, "frontier": progress.frontier,
+            **({"topics": dict(progress.topics)} if progress.topics else {}),
             "time": round(time.time(), 3),
         })

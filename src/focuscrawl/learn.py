@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -28,6 +29,16 @@ LEARNERS = get_args(Classifier)
 
 class ModelError(ValueError):
     """A model file that cannot be used."""
+
+
+@dataclass(slots=True)
+class Judgement:
+    """What a critic says of a page: Pr(on topic), and with a taxonomy which topic, how surely
+    (BINGO! eq. 2.22) and the topic-specific preview (thesis §2.3.3)."""
+    relevance: float
+    topic: str | None = None
+    confidence: float | None = None
+    preview: str | None = None
 
 
 def make_classifier(name: str, analyzer: Analyzer, learning_rate: float = 0.2, epochs: int = 500,
@@ -235,9 +246,9 @@ class Critic:
     def score(self, text: str) -> float:
         return float(self.predict_proba([text])[0])
 
-    def score_page(self, page) -> float:
+    def judge(self, page) -> Judgement:
         """What the crawler calls; reference critics used in evaluation judge by URL instead."""
-        return self.score(page.text)
+        return Judgement(self.score(page.text))
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")

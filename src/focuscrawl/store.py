@@ -18,6 +18,7 @@ import io
 import json
 import os
 import sqlite3
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -73,7 +74,10 @@ CREATE TABLE IF NOT EXISTS documents (
     canonical TEXT,
     charset TEXT,
     noindex INTEGER NOT NULL DEFAULT 0,
-    language_score INTEGER
+    language_score INTEGER,
+    topic TEXT,  -- with a taxonomy: the deepest topic that accepted the page
+    confidence REAL,  -- BINGO! eq. 2.22 at that topic
+    preview TEXT  -- the topic-specific summary (thesis §2.3.3)
 );
 CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash);
 CREATE TABLE IF NOT EXISTS links (
@@ -147,6 +151,7 @@ class Store:
         (self.directory / "models").mkdir(exist_ok=True)
         self.db = connect(self.directory / "crawl.db")
         self.db.executescript(SCHEMA)
+        _add_missing_columns(self.db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
         self.warc = WarcArchive(self.directory / "warc", warc_max_bytes) if warc else None
         self.harvest_log = open(self.directory / "harvest.jsonl", "a", encoding="utf-8")
 
@@ -201,15 +206,20 @@ class Store:
         return (row[0], row[1]) if row else None
 
     def record_document(self, url_id: int, fetch_id: int, page, digest: str, duplicate_of: int | None,
-                        relevance: float | None, language_score: int | None) -> None:
+                        relevance: float | None, language_score: int | None, judgement=None) -> None:
         """Every parsed page gets a row (its score counts in the harvest rate); the text is kept
         only for pages that may be indexed and are not duplicates."""
+        topic, confidence, preview = (judgement.topic, judgement.confidence, judgement.preview) if judgement else (None,) * 3
         self.db.execute(
             "INSERT OR REPLACE INTO documents (url_id, fetch_id, title, text, content_hash, duplicate_of, relevance,"
-            " canonical, charset, noindex, language_score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " canonical, charset, noindex, language_score, topic, confidence, preview)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (url_id, fetch_id, page.title, None if duplicate_of or page.noindex else page.text, digest, duplicate_of,
-             relevance, page.canonical, page.charset, int(page.noindex), language_score),
+             relevance, page.canonical, page.charset, int(page.noindex), language_score, topic, confidence, preview),
         )
+
+    def topic_counts(self) -> Counter:
+        return Counter(dict(self.db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic")))
 
     def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None:
         self.db.executemany(
@@ -300,6 +310,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """Crawl databases made by an earlier version gain the columns added since."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    for name, kind in columns.items():
+        if name not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    db.commit()
+
+
 def crawl_status(db: sqlite3.Connection) -> dict:
     """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
     meta = dict(db.execute("SELECT key, value FROM meta"))
@@ -325,6 +344,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "duplicates": duplicates,
         "bad_hosts": db.execute("SELECT COUNT(*) FROM hosts WHERE status = 'bad'").fetchone()[0],
         "stop_reason": meta.get("stop_reason"),
+        "topics": dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic ORDER BY topic")),
     }
 
 

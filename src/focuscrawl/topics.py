@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+from html.parser import HTMLParser
 from pathlib import Path
 
 from focuscrawl.config import ConfigError, CrawlConfig
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.fetch.urls import canonical_url
 from focuscrawl.learn import Critic
-from focuscrawl.parse import DecodeError, parse_html
+from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.taxonomy import MODEL_FILE, OTHERS, Node, TaxonomyError, TaxonomyModel, save_tree
 
 log = logging.getLogger(__name__)
 HTML_SUFFIXES = {".html", ".htm", ".xhtml", ".shtml"}
@@ -55,32 +58,57 @@ def expand(entries: list[str], field: str) -> tuple[list[str], list[Path]]:
     return urls, files
 
 
-def read_file_text(path: Path) -> str:
+def read_file_page(path: Path) -> Page:
+    """A local example as a page: HTML is parsed, anything else is plain UTF-8 text."""
     body = path.read_bytes()
     if path.suffix.lower() in HTML_SUFFIXES or body.lstrip()[:1] == b"<":
-        return parse_html(body, path.resolve().as_uri()).text
-    return body.decode("utf-8", errors="replace")
+        return parse_html(body, path.resolve().as_uri())
+    text = body.decode("utf-8", errors="replace")
+    return Page(url=path.resolve().as_uri(), text=text, leaves=text.splitlines())
+
+
+def read_file_text(path: Path) -> str:
+    return read_file_page(path).text
+
+
+async def fetch_example_page(url: str, fetcher: Fetcher) -> Page:
+    """An example URL fetched and parsed; raises DecodeError with the reason when it is not a page."""
+    response = await fetcher.fetch(url, follow_other_hosts=True)
+    if not response.ok_html:
+        raise DecodeError(response.error or f"HTTP {response.status}")
+    return parse_html(response.body, response.final_url, response.charset)
 
 
 async def example_texts(entries: list[str], field: str, fetcher: Fetcher) -> list[str]:
     """The text of every example that could be read or fetched; failures are logged and skipped."""
-    urls, files = expand(entries, field)
-    texts = []
+    return list((await read_examples(entries, field, fetcher)).values())
+
+
+async def read_examples(entries: list[str], field: str, fetcher: Fetcher, warn=None) -> dict[str, str]:
+    """Example (URL or file path) -> text, for each that could be read or fetched and holds text;
+    the others are reported to ``warn`` (default: the log) and skipped."""
+    warn = warn or log.warning
+    urls, files = [], []
+    for index, entry in enumerate(entries):
+        try:
+            found_urls, found_files = expand([entry], field)
+        except ConfigError as err:
+            warn(str(err).replace(f"{field}[0]", f"{field}[{index}]"))
+            continue
+        urls += found_urls
+        files += found_files
+    texts = {}
     for path in files:
         try:
-            texts.append(read_file_text(path))
+            texts[str(path)] = read_file_text(path)
         except (OSError, DecodeError) as err:
-            log.warning("%s: example skipped: %s", path, err)
+            warn(f"{path}: example skipped: {err}")
     for url in urls:
-        response = await fetcher.fetch(url, follow_other_hosts=True)
-        if not response.ok_html:
-            log.warning("%s: example skipped: %s", url, response.error or f"HTTP {response.status}")
-            continue
         try:
-            texts.append(parse_html(response.body, response.final_url, response.charset).text)
+            texts[url] = (await fetch_example_page(url, fetcher)).text
         except DecodeError as err:
-            log.warning("%s: example skipped: %s", url, err)
-    return [t for t in texts if t.strip()]
+            warn(f"{url}: example skipped: {err}")
+    return {entry: text for entry, text in texts.items() if text.strip()}
 
 
 async def train_critic(config: CrawlConfig, fetcher: Fetcher) -> Critic:
@@ -98,3 +126,133 @@ async def train_critic(config: CrawlConfig, fetcher: Fetcher) -> Critic:
     log.info("critic %s: %d positive and %d negative examples", config.classifier, len(positives), len(negatives))
     return Critic(config.classifier, config.text.language, config.text.stem, **config.learner.model_dump()).fit(
         positives, negatives)
+
+
+# -- a taxonomy from bookmarks or folders (BINGO! §2.3.2) ----------------------------------------
+
+class _BookmarkReader(HTMLParser):
+    """Netscape bookmark files (what Firefox and Chrome export): <DT><H3>folder</H3> opens a
+    folder whose <DL> follows; <DT><A HREF> is a bookmark of the innermost open folder."""
+
+    def __init__(self, root: Node):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[Node] = []
+        self.root = root
+        self.pending: Node | None = None  # a folder whose <DL> has not opened yet
+        self.capture: str | None = None  # 'folder' or 'title' while inside <H3> or <H1>
+        self.text = ""
+        self.lists = self.bookmarks = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "dl":
+            self.lists += 1
+            self.stack.append(self.pending or (self.stack[-1] if self.stack else self.root))
+            self.pending = None
+        elif tag in ("h3", "h1"):
+            self.capture, self.text = ("folder" if tag == "h3" else "title"), ""
+        elif tag == "a":
+            href = dict(attrs).get("href") or ""
+            if href.startswith(("http://", "https://")) and self.stack:
+                self.stack[-1].positives.append(href)
+                self.bookmarks += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("h3", "h1") and self.capture:
+            name = " ".join(self.text.split()) or "untitled"
+            if self.capture == "title" and not self.stack:
+                self.root.name = name
+            elif self.capture == "folder":
+                self.pending = Node(name)
+                (self.stack[-1] if self.stack else self.root).children.append(self.pending)
+            self.capture = None
+        elif tag == "dl" and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if self.capture:
+            self.text += data
+
+
+def read_taxonomy_source(source: Path, warn=None) -> Node:
+    """A topic tree from a bookmarks export (a file) or a folder tree of documents."""
+    return read_folder_tree(source, warn) if Path(source).is_dir() else read_bookmarks(source, warn)
+
+
+def read_bookmarks(path: Path, warn=None) -> Node:
+    """The folder tree of a bookmarks export; folders named OTHERS become their parent's negatives."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise TaxonomyError(f"{path}: cannot read: {err.strerror}") from None
+    reader = _BookmarkReader(Node("Bookmarks"))
+    reader.feed(text)
+    reader.close()
+    if not reader.lists or not reader.bookmarks:
+        raise TaxonomyError(f"{path}: not a bookmarks file (no <DL> lists of <A HREF> bookmarks in Netscape format)")
+    return _fold_others(reader.root, warn)
+
+
+def read_folder_tree(path: Path, warn=None) -> Node:
+    """Folders are topics and their files (.html, .txt, URL lists) examples; OTHERS folders negatives."""
+    path = Path(path)
+    if not path.is_dir():
+        raise TaxonomyError(f"{path}: not a folder")
+    if not any(path.iterdir()):
+        raise TaxonomyError(f"{path}: empty folder")
+
+    def node(folder: Path) -> Node:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES | {".urls", ".list"})
+        found = Node(folder.name, [str(p) for p in files])
+        found.children = [node(sub) for sub in sorted(p for p in folder.iterdir() if p.is_dir())]
+        return found
+
+    return _fold_others(node(path), warn)
+
+
+def _fold_others(root: Node, warn=None) -> Node:
+    """Move OTHERS folders into their parent's negatives; drop topics left without examples."""
+    warn = warn or log.warning
+
+    def fold(node: Node, path: str) -> Node | None:
+        kept = []
+        for child in node.children:
+            if child.name.upper() == OTHERS:
+                node.negatives += [e for _, n in child.walk() for e in n.positives]
+                continue
+            folded = fold(child, f"{path}/{child.name}")
+            if folded is not None:
+                kept.append(folded)
+        node.children = kept
+        if not node.positives and not node.children and path != root.name:
+            warn(f"{path}: empty (no examples, no subtopics): left out")
+            return None
+        return node
+
+    fold(root, root.name)
+    if not root.children:
+        raise TaxonomyError(f"{root.name}: no topic with examples")
+    return root
+
+
+async def import_taxonomy(root: Node, out: Path, fetcher: Fetcher, others: list[str] = (), warn=None,
+                          **model_options) -> TaxonomyModel:
+    """Read or fetch every example of the tree, train the hierarchical classifier and write
+    ``out``/taxonomy.yml, ``out``/examples.jsonl (the texts) and ``out``/model.pkl."""
+    warn = warn or log.warning
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    root.negatives += list(others)
+    texts: dict[str, str] = {}
+    for path, node in root.walk():
+        for kind in ("positives", "negatives"):
+            entries = getattr(node, kind)
+            read = await read_examples(entries, f"{path} {kind}", fetcher, warn) if entries else {}
+            setattr(node, kind, list(read))  # what could be read, as URLs or file paths
+            texts.update(read)
+    save_tree(root, out)
+    with open(out / "examples.jsonl", "w", encoding="utf-8") as handle:
+        for entry, text in texts.items():
+            handle.write(json.dumps({"example": entry, "text": text}, ensure_ascii=False) + "\n")
+    model = TaxonomyModel(**model_options).fit(root, texts, warn)
+    model.save(out / MODEL_FILE)
+    return model

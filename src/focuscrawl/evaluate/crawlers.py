@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from focuscrawl.crawler import Crawler
+from focuscrawl.learn import Judgement
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,8 @@ class OracleCritic:
     def __init__(self, is_relevant: Callable[[str], bool]):
         self.is_relevant = is_relevant
 
-    def score_page(self, page) -> float:
-        return 1.0 if self.is_relevant(page.url) else 0.0
+    def judge(self, page) -> Judgement:
+        return Judgement(1.0 if self.is_relevant(page.url) else 0.0)
 
 
 def _oracle_critic(crawler: Crawler, is_relevant) -> None:

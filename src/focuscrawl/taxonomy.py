@@ -1,0 +1,296 @@
+"""A user's topic tree and BINGO!'s hierarchical classifier over it (Sizov 2005 §2.2.1, §2.3.2–2.3.3).
+
+Each node holds its own examples (D+), and a folder named OTHERS holds negatives of its parent
+(D−). For a node T: D_POS(T) = D+(T) ∪ D_POS of its children (eq. 2.32), D_NEG(T) = D−(parent)
+∪ D_POS of its siblings (eq. 2.33). A node and its siblings share one feature space, the union
+of their best features by Mutual Information (eq. 2.34), stored at the parent. A page goes down
+the tree (Fig. 2.7): every child of the current node scores it by a linear SVM over relative term
+frequencies, normalised by the mean distance of its training documents (eqs. 2.21–2.22); it
+moves to the best child whose confidence passes the threshold, else it stays. A page holding
+fewer than N_w features of a node's space — or, where a topic has indicator keywords, fewer
+than N_w of them — is not accepted there.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy import sparse
+
+from focuscrawl.learn import Judgement, ModelError, PlattSVM
+from focuscrawl.text import Analyzer, FeatureSelector, RelativeTf
+
+OTHERS = "OTHERS"
+TAXONOMY_FILE = "taxonomy.yml"
+MODEL_FILE = "model.pkl"
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class TaxonomyError(ValueError):
+    """A taxonomy that cannot be read or trained; the message names the node or file."""
+
+
+@dataclass
+class Node:
+    name: str
+    positives: list[str] = field(default_factory=list)  # D+: URLs or files
+    negatives: list[str] = field(default_factory=list)  # D−, from its OTHERS folder
+    indicators: list[str] = field(default_factory=list)  # keywords a page must hold N_w of
+    children: list[Node] = field(default_factory=list)
+
+    def walk(self, prefix: str = ""):
+        """(path, node) for this node and every descendant, parents first."""
+        path = f"{prefix}/{self.name}" if prefix else self.name
+        yield path, self
+        for child in self.children:
+            yield from child.walk(path)
+
+    def to_dict(self) -> dict:
+        data = {"name": self.name}
+        for key in ("positives", "negatives", "indicators"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
+        if self.children:
+            data["children"] = [child.to_dict() for child in self.children]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "taxonomy") -> Node:
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise TaxonomyError(f"{where}: a node needs a name")
+        children = data.get("children") or []
+        return cls(data["name"], list(data.get("positives") or []), list(data.get("negatives") or []),
+                   list(data.get("indicators") or []),
+                   [cls.from_dict(child, f"{where}/{data['name']}") for child in children])
+
+
+def save_tree(root: Node, directory: Path) -> Path:
+    path = Path(directory) / TAXONOMY_FILE
+    path.write_text(yaml.safe_dump(root.to_dict(), sort_keys=False, allow_unicode=True))
+    return path
+
+
+def load_tree(directory: Path) -> Node:
+    path = Path(directory) / TAXONOMY_FILE
+    try:
+        return Node.from_dict(yaml.safe_load(path.read_text()), str(path))
+    except OSError as err:
+        raise TaxonomyError(f"{path}: cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise TaxonomyError(f"{path}: not YAML: {err}") from None
+
+
+# -- the trained tree -------------------------------------------------------------------------
+
+@dataclass
+class ChildModel:
+    """The classifier of one topic against its siblings, in its parent's feature space."""
+    path: str
+    svm: PlattSVM | None  # None: no negatives to learn from, pages never enter this topic
+    svm_score: float  # eq. 2.21: mean distance of the training documents from the hyperplane
+    weights: dict[str, float]  # MI weight of the topic's best features (for previews and `show`)
+    indicators: frozenset[str]
+    examples: tuple[int, int]  # |D_POS|, |D_NEG|
+
+
+@dataclass
+class NodeModel:
+    """What a node stores for its children: the shared feature space F (eq. 2.34) and their models."""
+    features: dict[str, int]  # term -> column
+    children: list[ChildModel]
+
+
+@dataclass
+class Assignment:
+    topic: str | None  # the deepest node that accepted the page; None: not on any topic
+    confidence: float  # eq. 2.22 at that node (0 when rejected at the root)
+    relevance: float  # Pr(page is on one of the user's topics): Platt's sigmoid at the root level
+    path: list[tuple[str, float]]  # (topic, confidence) for every level passed
+
+
+class TaxonomyModel:
+    """The hierarchical classifier: ``fit`` from the tree and example texts, then ``assign``."""
+
+    def __init__(self, language: str = "en", stem: bool = True, features: int = 2000, candidates: int = 10000,
+                 min_features: int = 3, threshold: float = 0.0):
+        self.language, self.stem = language, stem
+        self.features, self.candidates = features, candidates
+        self.min_features, self.threshold = min_features, threshold
+        self.analyzer = Analyzer(language, stem)
+
+    def fit(self, root: Node, texts: dict[str, str], warn=print) -> TaxonomyModel:
+        """``texts``: example entry -> text (entries that could not be read are simply absent)."""
+        self.root_name = root.name
+        self.tree_ = root.to_dict()
+        self.nodes_: dict[str, NodeModel] = {}
+        terms = {entry: Counter(self.analyzer.terms(text)) for entry, text in texts.items() if text.strip()}
+        d_pos = {path: [e for _, n in node.walk(path.rpartition("/")[0]) for e in n.positives if e in terms]
+                 for path, node in root.walk()}
+        if not any(e in terms for e in root.negatives):
+            raise TaxonomyError(f"{root.name}: no negative examples at the root (an {OTHERS} folder or --others)")
+        for path, node in root.walk():
+            if node.children:
+                self.nodes_[path] = self._fit_node(path, node, d_pos, terms, warn)
+        return self
+
+    def _fit_node(self, path: str, node: Node, d_pos: dict, terms: dict, warn) -> NodeModel:
+        own_negatives = [e for e in node.negatives if e in terms]
+        child_paths = [f"{path}/{child.name}" for child in node.children]
+        documents = sorted({e for p in child_paths for e in d_pos[p]} | set(own_negatives))
+        vocabulary = sorted({t for e in documents for t in terms[e]})
+        column = {t: i for i, t in enumerate(vocabulary)}
+        counts = _matrix([terms[e] for e in documents], column)
+        row = {e: i for i, e in enumerate(documents)}
+        selected: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for child_path in child_paths:
+            positives = set(d_pos[child_path])
+            negatives = set(own_negatives) | {e for p in child_paths if p != child_path for e in d_pos[p]}
+            negatives -= positives
+            if not positives or not negatives:
+                warn(f"{child_path}: {'no examples' if not positives else 'no negative examples (no siblings, no OTHERS)'};"
+                     f" pages stop at {path}")
+                continue
+            rows = np.array([row[e] for e in sorted(positives)] + [row[e] for e in sorted(negatives)])
+            y = np.array([1] * len(positives) + [0] * len(negatives))
+            selector = FeatureSelector("mi", self.features, self.candidates).fit(counts[rows], y)
+            selected[child_path] = (rows, y, selector)
+        space = sorted({int(i) for _, _, s in selected.values() for i in s.ranking_})
+        features = {vocabulary[i]: k for k, i in enumerate(space)}
+        by_name = {c.name: c for c in node.children}
+        children = []
+        for child_path in child_paths:
+            child = by_name[child_path.rpartition("/")[2]]
+            indicators = frozenset(self.analyzer.terms(" ".join(child.indicators)))
+            if child_path not in selected:
+                children.append(ChildModel(child_path, None, 1.0, {}, indicators, (len(d_pos[child_path]), 0)))
+                continue
+            rows, y, selector = selected[child_path]
+            X = RelativeTf().transform(counts[rows][:, space])
+            # C as SVMlight's default, 1 / mean ‖x‖²: relative frequencies are short vectors, and a
+            # fixed C = 1 leaves them inside the margin (every page on the negative side)
+            svm = PlattSVM(kernel="linear", C=1.0 / max(float(X.multiply(X).sum()) / X.shape[0], 1e-12)).fit(X, y)
+            distances = np.abs(svm.decision_function(X))
+            weights = {vocabulary[i]: float(w) for i, w in zip(selector.ranking_, selector.weights_)}
+            children.append(ChildModel(child_path, svm, float(distances.mean()) or 1.0, weights, indicators,
+                                       (int(y.sum()), int((1 - y).sum()))))
+        return NodeModel(features, children)
+
+    def assign(self, text: str) -> Assignment:
+        """Top-down classification of one page (thesis Fig. 2.7)."""
+        counts = Counter(self.analyzer.terms(text))
+        path, node_path, relevance = [], self.root_name, None
+        while node_path in self.nodes_:
+            node = self.nodes_[node_path]
+            present = [t for t in counts if t in node.features]
+            if len(present) < self.min_features:
+                relevance = 0.0 if relevance is None else relevance
+                break
+            vector = RelativeTf().transform(_matrix([counts], node.features))
+            best, best_confidence, best_probability = None, -np.inf, 0.0
+            for child in node.children:
+                if child.svm is None:
+                    continue
+                confidence = float(child.svm.decision_function(vector)[0]) / child.svm_score
+                probability = float(child.svm.predict_proba(vector)[0, 1])
+                if relevance is None:
+                    best_probability = max(best_probability, probability)
+                if (confidence > self.threshold and confidence > best_confidence
+                        and len(child.indicators & counts.keys()) >= (self.min_features if child.indicators else 0)):
+                    best, best_confidence = child, confidence
+            if relevance is None:
+                relevance = best_probability
+            if best is None:
+                break
+            path.append((best.path, best_confidence))
+            node_path = best.path
+        return Assignment(path[-1][0] if path else None, path[-1][1] if path else 0.0, relevance or 0.0, path)
+
+    def judge(self, page) -> Judgement:
+        """The crawler's question: how relevant is this page, to which topic, and its preview."""
+        assignment = self.assign(page.text)
+        preview = self.preview(page.leaves, assignment.topic) if assignment.topic else None
+        return Judgement(assignment.relevance, assignment.topic, assignment.confidence, preview or None)
+
+    def child(self, topic: str) -> ChildModel | None:
+        parent = self.nodes_.get(topic.rpartition("/")[0])
+        return next((c for c in parent.children if c.path == topic), None) if parent else None
+
+    def preview(self, leaves: list[str], topic: str, sentences: int = 3) -> str:
+        """Thesis §2.3.3: the page's sentences (tags and punctuation as borders) ranked by the sum
+        of the MI weights of their features for the topic; the best kept in page order."""
+        child = self.child(topic)
+        if child is None or not child.weights:
+            return ""
+        candidates = [s.strip() for leaf in leaves for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
+        scored = [(sum(child.weights.get(t, 0.0) for t in self.analyzer.terms(s)), i) for i, s in enumerate(candidates)]
+        best = sorted(i for score, i in sorted(scored, reverse=True)[:sentences] if score > 0)
+        return " … ".join(candidates[i] for i in best)
+
+    def save(self, path: Path) -> None:
+        tmp = Path(path).with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.replace(path)
+
+    @staticmethod
+    def load(path: Path) -> TaxonomyModel:
+        path = Path(path)
+        if path.is_dir():
+            path = path / MODEL_FILE
+        try:
+            model = pickle.loads(path.read_bytes())
+        except OSError as err:
+            raise ModelError(f"{path}: cannot read model: {err.strerror}") from None
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
+            raise ModelError(f"{path}: not a usable model: {type(err).__name__}: {err}") from None
+        if not isinstance(model, TaxonomyModel):
+            raise ModelError(f"{path}: holds a {type(model).__name__}, not a taxonomy model")
+        return model
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("analyzer")
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.analyzer = Analyzer(self.language, self.stem)
+
+
+def _matrix(rows: list[Counter], column: dict[str, int]) -> sparse.csr_matrix:
+    """Term counts as a sparse matrix over the given columns (terms elsewhere are dropped)."""
+    data, indices, indptr = [], [], [0]
+    for counts in rows:
+        for term, count in counts.items():
+            j = column.get(term)
+            if j is not None:
+                indices.append(j)
+                data.append(count)
+        indptr.append(len(indices))
+    return sparse.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int64), np.array(indptr)),
+                             shape=(len(rows), len(column)))
+
+
+def render_tree(root: Node, model: TaxonomyModel | None = None, features: int = 0) -> str:
+    """The tree as indented text: examples per topic and, with ``features``, its best terms by MI."""
+    lines = []
+    for path, node in root.walk():
+        depth = path.count("/")
+        child = model.child(path) if model else None
+        counts = f"{len(node.positives)} examples" + (f", {len(node.negatives)} negatives" if node.negatives else "")
+        if child is not None:
+            counts += f"; trained on {child.examples[0]} positive / {child.examples[1]} negative"
+            if child.svm is None:
+                counts += " (not trained: no negatives)"
+        if node.indicators:
+            counts += f"; indicators: {', '.join(node.indicators)}"
+        lines.append(f"{'  ' * depth}{node.name}  ({counts})")
+        if child is not None and features:
+            best = sorted(child.weights.items(), key=lambda item: -item[1])[:features]
+            lines.append(f"{'  ' * depth}  features: " + ", ".join(f"{term} {weight:.3f}" for term, weight in best))
+    return "\n".join(lines)
