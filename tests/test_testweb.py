@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +20,16 @@ import pytest
 import yaml
 
 from focuscrawl.config import validate_config
+from focuscrawl.crawler import Crawler
 from focuscrawl.evaluate.harness import ServedTestWeb, run_eval
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
+from focuscrawl.store import crawl_status
+from focuscrawl.taxonomy import TaxonomyModel
 from focuscrawl.testweb.build import package_list
+from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.topics import import_taxonomy, read_file_text, read_folder_tree
 
 
 @pytest.fixture(scope="session")
@@ -118,3 +126,64 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert best_first > breadth_first, (topic, best_first, breadth_first)
     judged = results["crawlers"]["best-first-svm"]["topics"][topic]["judged_harvest"]
     assert 0 < judged <= 1  # the evaluation classifiers' majority vote was taken on every stored page
+
+
+@pytest.fixture(scope="session")
+def real_taxonomy(small_web, tmp_path_factory):
+    """Databases/{PostgreSQL, Django} and Security from the small web's own topic pages, 12
+    examples each, 40 other pages as OTHERS; returns (folder, held-out pages per leaf)."""
+    webmap = WebMap(small_web)
+    definitions = yaml.safe_load((small_web / "topics.yml").read_text())["topics"]
+    truth = Truth(webmap, {name: definitions[name] for name in ("databases", "security")})
+    leaves = {
+        "Databases/PostgreSQL": [p for p in sorted(truth.topics["databases"]) if truth.pages[p] == "postgresql-doc-15"],
+        "Databases/Django": [p for p in sorted(truth.topics["databases"]) if truth.pages[p] == "python-django-doc"],
+        "Security": [p for p in sorted(truth.topics["security"]) if truth.pages[p] == "libgcrypt20-doc"],
+    }
+    rng = random.Random(3)
+    others = sorted(set(truth.pages) - truth.topics["databases"] - truth.topics["security"])
+    source = tmp_path_factory.mktemp("taxonomy-source") / "Docs"
+    held_out = {}
+    for leaf, pages in {**leaves, "OTHERS": others}.items():
+        chosen = rng.sample(pages, 40 if leaf == "OTHERS" else 22)
+        (source / leaf).mkdir(parents=True)
+        for i, path in enumerate(chosen[:40 if leaf == "OTHERS" else 12]):
+            shutil.copy(webmap.root / path, source / leaf / f"{i}.html")
+        held_out[f"Docs/{leaf}"] = chosen[12:]
+    out = tmp_path_factory.mktemp("taxonomy")
+    config = validate_config({"seeds": ["http://x/"], "strategy": "bfs", "fetch": {"loopback_only": True}}, "test")
+
+    async def run():
+        async with Fetcher(config, Hosts(config)) as fetcher:
+            return await import_taxonomy(read_folder_tree(source), out, fetcher)
+
+    asyncio.run(run())
+    return out, held_out
+
+
+def test_a_taxonomy_of_real_pages_routes_held_out_pages_to_their_leaves(small_web, real_taxonomy):
+    out, held_out = real_taxonomy
+    model = TaxonomyModel.load(out)
+    webmap = WebMap(small_web)
+    for leaf in ("Docs/Databases/PostgreSQL", "Docs/Databases/Django", "Docs/Security"):
+        topics = [model.assign(read_file_text(webmap.root / path)).topic for path in held_out[leaf]]
+        assert sum(t == leaf for t in topics) >= 0.7 * len(topics), (leaf, topics)
+        assert sum(t is not None and not leaf.startswith(t) for t in topics) <= 0.1 * len(topics), (leaf, topics)
+
+
+def test_a_crawl_with_a_taxonomy_records_topic_confidence_and_preview(small_web, served, real_taxonomy, tmp_path):
+    out, _ = real_taxonomy
+    seeds = [url for url in yaml.safe_load((small_web / "topics.yml").read_text())["topics"]["databases"]["seeds"]]
+    config = validate_config({"seeds": seeds, "topic": {"taxonomy": str(out)}, "budget": {"max_pages": 120},
+                              "fetch": {"loopback_only": True}, "host_map": served.host_map,
+                              "politeness": {"min_interval": 0}}, "test")
+    asyncio.run(Crawler.create(config, tmp_path / "crawl").run())
+    db = sqlite3.connect(tmp_path / "crawl" / "crawl.db")
+    rows = db.execute("SELECT topic, confidence, preview, relevance FROM documents WHERE topic IS NOT NULL").fetchall()
+    assert len(rows) >= 20
+    assert {topic for topic, *_ in rows} >= {"Docs/Databases/PostgreSQL"}
+    assert all(confidence > 0 and preview for _, confidence, preview, _ in rows)
+    status = crawl_status(db)
+    assert sum(status["topics"].values()) == len(rows)
+    last = json.loads((tmp_path / "crawl" / "harvest.jsonl").read_text().splitlines()[-1])
+    assert last["topics"] == status["topics"]

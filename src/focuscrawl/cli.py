@@ -397,6 +397,7 @@ def topics_import(
     features: int = typer.Option(2000, "--features", min=1, help="n_top: best features per topic by MI"),
     min_features: int = typer.Option(3, "--min-features", min=0, help="N_w: features a page needs to be classified"),
     threshold: float = typer.Option(0.0, "--threshold", help="confidence a child topic needs to take a page"),
+    weighting: str = typer.Option("tfidf", "--weighting", help="term weights: tfidf (Pant eq. 1) or rtf (BINGO!)"),
 ) -> None:
     """Fetch or read every example, train one classifier per topic, write taxonomy.yml and model.pkl."""
     try:
@@ -407,7 +408,7 @@ def topics_import(
             async with Fetcher(config, Hosts(config)) as fetcher:
                 return await import_taxonomy(root, out, fetcher, others, _warn, language=config.text.language,
                                              stem=config.text.stem, features=features, min_features=min_features,
-                                             threshold=threshold)
+                                             threshold=threshold, weighting=weighting)
 
         model = asyncio.run(run())
     except (*USER_ERRORS, TaxonomyError) as error:

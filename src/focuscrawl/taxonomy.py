@@ -2,13 +2,16 @@
 
 Each node holds its own examples (D+), and a folder named OTHERS holds negatives of its parent
 (D−). For a node T: D_POS(T) = D+(T) ∪ D_POS of its children (eq. 2.32), D_NEG(T) = D−(parent)
-∪ D_POS of its siblings (eq. 2.33). A node and its siblings share one feature space, the union
-of their best features by Mutual Information (eq. 2.34), stored at the parent. A page goes down
-the tree (Fig. 2.7): every child of the current node scores it by a linear SVM over relative term
-frequencies, normalised by the mean distance of its training documents (eqs. 2.21–2.22); it
-moves to the best child whose confidence passes the threshold, else it stays. A page holding
-fewer than N_w features of a node's space — or, where a topic has indicator keywords, fewer
-than N_w of them — is not accepted there.
+∪ D_POS of its siblings (eq. 2.33) ∪ D+(parent) — the parent's own examples belong to none of
+its children (our addition: without it an only child, such as Stochastics alone under a
+Mathematics that has pages of its own, would have nothing to learn against). A node and its
+siblings share one feature space, the union of their best features by Mutual Information
+(eq. 2.34), stored at the parent. A page goes down the tree (Fig. 2.7): every child of the
+current node scores it by a linear SVM (over TF-IDF by default, BINGO!'s relative term
+frequencies on request), normalised by the mean distance of its training documents
+(eqs. 2.21–2.22); it moves to the best child whose confidence passes the threshold, else it
+stays. A page holding fewer than N_w features of a node's space — or, where a topic has
+indicator keywords, fewer than N_w of them — is not accepted there.
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ import yaml
 from scipy import sparse
 
 from focuscrawl.learn import Judgement, ModelError, PlattSVM
-from focuscrawl.text import Analyzer, FeatureSelector, RelativeTf
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf
 
 OTHERS = "OTHERS"
 TAXONOMY_FILE = "taxonomy.yml"
 MODEL_FILE = "model.pkl"
+# BINGO! weighs terms by relative frequency; on the test web Pant's TF-IDF (eq. 1) routes pages
+# far better with few examples (see the note on issue 4), so it is the default
+WEIGHTINGS = {"tfidf": PantTfidf, "rtf": RelativeTf}
+SOFT_MARGIN = 100.0  # C · mean ‖x‖² of a topic's training vectors
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -104,6 +111,7 @@ class NodeModel:
     """What a node stores for its children: the shared feature space F (eq. 2.34) and their models."""
     features: dict[str, int]  # term -> column
     children: list[ChildModel]
+    weighting: PantTfidf | RelativeTf  # fitted on the node's training documents
 
 
 @dataclass
@@ -118,8 +126,10 @@ class TaxonomyModel:
     """The hierarchical classifier: ``fit`` from the tree and example texts, then ``assign``."""
 
     def __init__(self, language: str = "en", stem: bool = True, features: int = 2000, candidates: int = 10000,
-                 min_features: int = 3, threshold: float = 0.0):
-        self.language, self.stem = language, stem
+                 min_features: int = 3, threshold: float = 0.0, weighting: str = "tfidf"):
+        if weighting not in WEIGHTINGS:
+            raise TaxonomyError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        self.language, self.stem, self.weighting = language, stem, weighting
         self.features, self.candidates = features, candidates
         self.min_features, self.threshold = min_features, threshold
         self.analyzer = Analyzer(language, stem)
@@ -140,7 +150,7 @@ class TaxonomyModel:
         return self
 
     def _fit_node(self, path: str, node: Node, d_pos: dict, terms: dict, warn) -> NodeModel:
-        own_negatives = [e for e in node.negatives if e in terms]
+        own_negatives = [e for e in node.negatives + node.positives if e in terms]
         child_paths = [f"{path}/{child.name}" for child in node.children]
         documents = sorted({e for p in child_paths for e in d_pos[p]} | set(own_negatives))
         vocabulary = sorted({t for e in documents for t in terms[e]})
@@ -153,7 +163,7 @@ class TaxonomyModel:
             negatives = set(own_negatives) | {e for p in child_paths if p != child_path for e in d_pos[p]}
             negatives -= positives
             if not positives or not negatives:
-                warn(f"{child_path}: {'no examples' if not positives else 'no negative examples (no siblings, no OTHERS)'};"
+                warn(f"{child_path}: {'no examples' if not positives else 'no negative examples (no siblings, no OTHERS, no examples of its parent)'};"
                      f" pages stop at {path}")
                 continue
             rows = np.array([row[e] for e in sorted(positives)] + [row[e] for e in sorted(negatives)])
@@ -162,6 +172,7 @@ class TaxonomyModel:
             selected[child_path] = (rows, y, selector)
         space = sorted({int(i) for _, _, s in selected.values() for i in s.ranking_})
         features = {vocabulary[i]: k for k, i in enumerate(space)}
+        weighting = WEIGHTINGS[self.weighting]().fit(counts[:, space])
         by_name = {c.name: c for c in node.children}
         children = []
         for child_path in child_paths:
@@ -171,15 +182,16 @@ class TaxonomyModel:
                 children.append(ChildModel(child_path, None, 1.0, {}, indicators, (len(d_pos[child_path]), 0)))
                 continue
             rows, y, selector = selected[child_path]
-            X = RelativeTf().transform(counts[rows][:, space])
-            # C as SVMlight's default, 1 / mean ‖x‖²: relative frequencies are short vectors, and a
-            # fixed C = 1 leaves them inside the margin (every page on the negative side)
-            svm = PlattSVM(kernel="linear", C=1.0 / max(float(X.multiply(X).sum()) / X.shape[0], 1e-12)).fit(X, y)
+            X = weighting.transform(counts[rows][:, space])
+            # C scaled to the vectors: relative frequencies are short (‖x‖² ≈ 1/length) and a fixed
+            # C = 1 leaves every page inside the margin. C · mean ‖x‖² = 100 is near a hard margin,
+            # as text usually allows, like Pant's C = 1 on TF-IDF vectors (‖x‖² ≈ 400 here).
+            svm = PlattSVM(kernel="linear", C=SOFT_MARGIN / max(float(X.multiply(X).sum()) / X.shape[0], 1e-12)).fit(X, y)
             distances = np.abs(svm.decision_function(X))
             weights = {vocabulary[i]: float(w) for i, w in zip(selector.ranking_, selector.weights_)}
             children.append(ChildModel(child_path, svm, float(distances.mean()) or 1.0, weights, indicators,
                                        (int(y.sum()), int((1 - y).sum()))))
-        return NodeModel(features, children)
+        return NodeModel(features, children, weighting)
 
     def assign(self, text: str) -> Assignment:
         """Top-down classification of one page (thesis Fig. 2.7)."""
@@ -191,7 +203,7 @@ class TaxonomyModel:
             if len(present) < self.min_features:
                 relevance = 0.0 if relevance is None else relevance
                 break
-            vector = RelativeTf().transform(_matrix([counts], node.features))
+            vector = node.weighting.transform(_matrix([counts], node.features))
             best, best_confidence, best_probability = None, -np.inf, 0.0
             for child in node.children:
                 if child.svm is None:

@@ -74,8 +74,10 @@ def read_file_text(path: Path) -> str:
 async def fetch_example_page(url: str, fetcher: Fetcher) -> Page:
     """An example URL fetched and parsed; raises DecodeError with the reason when it is not a page."""
     response = await fetcher.fetch(url, follow_other_hosts=True)
+    if response.status is not None and not 200 <= response.status < 300:
+        raise DecodeError(f"HTTP {response.status}")
     if not response.ok_html:
-        raise DecodeError(response.error or f"HTTP {response.status}")
+        raise DecodeError(response.error or "not an HTML page")
     return parse_html(response.body, response.final_url, response.charset)
 
 
@@ -210,7 +212,8 @@ def read_folder_tree(path: Path, warn=None) -> Node:
 
 
 def _fold_others(root: Node, warn=None) -> Node:
-    """Move OTHERS folders into their parent's negatives; drop topics left without examples."""
+    """Move OTHERS folders into their parent's negatives; drop topics left without examples;
+    unwrap single folders holding everything."""
     warn = warn or log.warning
 
     def fold(node: Node, path: str) -> Node | None:
@@ -229,6 +232,8 @@ def _fold_others(root: Node, warn=None) -> Node:
         return node
 
     fold(root, root.name)
+    while len(root.children) == 1 and not root.positives and not root.negatives:
+        root = root.children[0]  # a wrapper such as Firefox's "Bookmarks Menu": its one folder is the root
     if not root.children:
         raise TaxonomyError(f"{root.name}: no topic with examples")
     return root
