@@ -234,6 +234,8 @@ class Critic:
         if not positives or not negatives:
             raise ValueError("the critic needs at least one positive and one negative example")
         self.model_ = make_classifier(self.classifier, Analyzer(self.language, self.stem), **self.options)
+        if "nn" in self.model_.named_steps:  # one gradient step per epoch (see make_classifier)
+            self.model_.set_params(nn__batch_size=len(positives) + len(negatives))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # Pant's networks stop after 500 epochs by design
             self.model_.fit(positives + negatives, [1] * len(positives) + [0] * len(negatives))

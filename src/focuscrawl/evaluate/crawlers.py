@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from focuscrawl.crawler import Crawler
-from focuscrawl.learn import Judgement
+from focuscrawl.learn import LEARNERS, Judgement
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("best-first-nb", {"strategy": "best-first", "classifier": "nb-multinomial"}),
     CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-linear"}),
     CrawlerSpec("best-first-nn", {"strategy": "best-first", "classifier": "nn-4"}),
+    # the other learners of Pant §4 by name (best-first-nb-kernel, best-first-svm-poly2, …)
+    *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
+      if learner not in ("nb-multinomial", "svm-linear", "nn-4")),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),
