@@ -237,3 +237,17 @@ def test_feature_selection_scores_only_the_most_frequent_topic_terms():
     counts = sparse.csr_matrix(np.array([[3, 1, 0], [2, 0, 0], [0, 0, 1], [0, 0, 1]]))
     selector = FeatureSelector("mi", features=3, candidates=1).fit(counts, [1, 1, 0, 0])
     assert list(selector.ranking_) == [0]  # term 1 (one topic document) is not a candidate
+
+
+def test_a_relevant_page_gets_a_preview_of_its_most_topical_sentences():
+    from focuscrawl.parse import parse_html
+
+    critic = Critic().fit(NETWORK, BAKING)
+    page = parse_html(b"<h1>Notes</h1><p>My weekend was sunny and calm. The client opens a TCP socket to the server "
+                      b"port. Then we walked by the river for an hour.</p><p>Each packet is acknowledged by the "
+                      b"receiver of the connection.</p>", "http://h.test/")
+    judged = critic.judge(page)
+    assert judged.relevance > 0.5
+    assert judged.preview.startswith("The client opens a TCP socket")
+    assert "sunny" not in judged.preview and "river" not in judged.preview
+    assert critic.judge(parse_html(OFF_TOPIC.encode(), "http://h.test/")).preview is None

@@ -163,9 +163,12 @@ def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(F
     if as_json:
         print(json.dumps(figures, indent=2))
         return
+    topics = figures.pop("topics")
     for key, value in figures.items():
         shown = f"{value:.4f}" if isinstance(value, float) else value
         print(f"{key:>16}: {shown}")
+    for topic, pages in topics.items():
+        print(f"{'topic':>16}: {topic}: {pages} pages")
 
 
 @app.command()

@@ -22,7 +22,7 @@ from sklearn.preprocessing import Normalizer
 from sklearn.svm import SVC
 
 from focuscrawl.config import Classifier
-from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, topic_preview
 
 LEARNERS = get_args(Classifier)
 
@@ -240,7 +240,16 @@ class Critic:
             warnings.simplefilter("ignore", ConvergenceWarning)  # Pant's networks stop after 500 epochs by design
             self.model_.fit(positives + negatives, [1] * len(positives) + [0] * len(negatives))
         self.positive_column_ = list(self.model_.classes_).index(1)
+        self.preview_weights_ = self._mutual_information(positives, negatives)
         return self
+
+    def _mutual_information(self, positives: list[str], negatives: list[str]) -> dict[str, float]:
+        """MI weights of the topic's best terms (BINGO! §2.3.2), for the pages' previews."""
+        vectorizer = self.model_.named_steps["counts"]
+        selector = FeatureSelector("mi").fit(vectorizer.transform(positives + negatives),
+                                             [1] * len(positives) + [0] * len(negatives))
+        names = vectorizer.get_feature_names_out()
+        return {names[i]: float(w) for i, w in zip(selector.ranking_, selector.weights_)}
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         return self.model_.predict_proba(texts)[:, self.positive_column_]
@@ -249,8 +258,14 @@ class Critic:
         return float(self.predict_proba([text])[0])
 
     def judge(self, page) -> Judgement:
-        """What the crawler calls; reference critics used in evaluation judge by URL instead."""
-        return Judgement(self.score(page.text))
+        """What the crawler calls (a relevant page also gets its preview); reference critics used
+        in evaluation judge by URL instead."""
+        relevance = self.score(page.text)
+        weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none
+        if relevance < 0.5 or not weights:
+            return Judgement(relevance)
+        analyzer = self.model_.named_steps["counts"].analyzer
+        return Judgement(relevance, preview=topic_preview(page.leaves, weights, analyzer) or None)
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")

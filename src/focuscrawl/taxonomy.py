@@ -17,7 +17,6 @@ indicator keywords, fewer than N_w of them — is not accepted there.
 from __future__ import annotations
 
 import pickle
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ import yaml
 from scipy import sparse
 
 from focuscrawl.learn import Judgement, ModelError, PlattSVM
-from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf, topic_preview
 
 OTHERS = "OTHERS"
 TAXONOMY_FILE = "taxonomy.yml"
@@ -36,7 +35,6 @@ MODEL_FILE = "model.pkl"
 # far better with few examples (see the note on issue 4), so it is the default
 WEIGHTINGS = {"tfidf": PantTfidf, "rtf": RelativeTf}
 SOFT_MARGIN = 100.0  # C · mean ‖x‖² of a topic's training vectors
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 class TaxonomyError(ValueError):
@@ -234,15 +232,8 @@ class TaxonomyModel:
         return next((c for c in parent.children if c.path == topic), None) if parent else None
 
     def preview(self, leaves: list[str], topic: str, sentences: int = 3) -> str:
-        """Thesis §2.3.3: the page's sentences (tags and punctuation as borders) ranked by the sum
-        of the MI weights of their features for the topic; the best kept in page order."""
         child = self.child(topic)
-        if child is None or not child.weights:
-            return ""
-        candidates = [s.strip() for leaf in leaves for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
-        scored = [(sum(child.weights.get(t, 0.0) for t in self.analyzer.terms(s)), i) for i, s in enumerate(candidates)]
-        best = sorted(i for score, i in sorted(scored, reverse=True)[:sentences] if score > 0)
-        return " … ".join(candidates[i] for i in best)
+        return topic_preview(leaves, child.weights, self.analyzer, sentences) if child is not None else ""
 
     def save(self, path: Path) -> None:
         tmp = Path(path).with_suffix(".tmp")

@@ -183,3 +183,15 @@ class FeatureSelector(TransformerMixin, BaseEstimator):
 
     def transform(self, counts) -> sparse.csr_matrix:
         return sparse.csr_matrix(counts)[:, self.support_]
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def topic_preview(leaves: list[str], weights: dict[str, float], analyzer: Analyzer, sentences: int = 3) -> str:
+    """BINGO! thesis §2.3.3: the page's sentences (tags and punctuation as borders) ranked by the
+    sum of the MI weights of their features for the topic; the best kept in page order."""
+    candidates = [s.strip() for leaf in leaves for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
+    scored = [(sum(weights.get(t, 0.0) for t in analyzer.terms(s)), i) for i, s in enumerate(candidates)]
+    best = sorted(i for score, i in sorted(scored, reverse=True)[:sentences] if score > 0)
+    return " … ".join(candidates[i] for i in best)
