@@ -251,3 +251,13 @@ def test_a_relevant_page_gets_a_preview_of_its_most_topical_sentences():
     assert judged.preview.startswith("The client opens a TCP socket")
     assert "sunny" not in judged.preview and "river" not in judged.preview
     assert critic.judge(parse_html(OFF_TOPIC.encode(), "http://h.test/")).preview is None
+
+
+@pytest.mark.parametrize("classifier", LEARNERS)
+def test_decision_function_orders_pages_like_the_probability(classifier):
+    critic = Critic(classifier).fit(NETWORK, BAKING)
+    texts = [ON_TOPIC, OFF_TOPIC, "sockets and bread", "a TCP packet"]
+    margins, probabilities = critic.decision_function(texts), critic.predict_proba(texts)
+    assert margins[0] > margins[1]
+    strict = probabilities[:, None] < probabilities[None, :]  # where Pr differs, the margin agrees
+    assert np.all((margins[:, None] < margins[None, :])[strict])

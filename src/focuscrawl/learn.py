@@ -76,7 +76,25 @@ def make_classifier(name: str, analyzer: Analyzer, learning_rate: float = 0.2, e
     return Pipeline([*steps, ("nn", network)])
 
 
-class NormalNB(ClassifierMixin, BaseEstimator):
+class _DensityNB(ClassifierMixin, BaseEstimator):
+    """Naive Bayes from per-class log likelihoods log p(x|c) + log Pr(c) (Pant eqs. 2–4)."""
+
+    def _joint_log_likelihood(self, X) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict_proba(self, X) -> np.ndarray:
+        return _softmax(np.asarray(self._joint_log_likelihood(X)))
+
+    def decision_function(self, X) -> np.ndarray:
+        """log Pr(c₁|x) − log Pr(c₀|x): exact where the probabilities round to 0 or 1."""
+        joint = np.asarray(self._joint_log_likelihood(X))
+        return joint[:, 1] - joint[:, 0]
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+
+
+class NormalNB(_DensityNB):
     """Naive Bayes with a normal density per term and class (Pant §4.2), fitted by maximum
     likelihood on sparse vectors. A standard deviation never falls below ``min_std`` (Weka's
     floor: its default precision 0.01 / 6), so terms a class never shows still have a density."""
@@ -106,14 +124,9 @@ class NormalNB(ClassifierMixin, BaseEstimator):
         return (constant + self.log_prior_ - 0.5 * (X.multiply(X) @ inverse.T)
                 + X @ (self.mean_ * inverse).T)
 
-    def predict_proba(self, X) -> np.ndarray:
-        return _softmax(np.asarray(self._joint_log_likelihood(X)))
-
-    def predict(self, X) -> np.ndarray:
-        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
 
 
-class KernelNB(ClassifierMixin, BaseEstimator):
+class KernelNB(_DensityNB):
     """Naive Bayes with kernel density estimation (Pant eq. 5): p(x_j | c) is the mean of Gaussian
     kernels N(x_j; x_ij, σ_c) over the class's training examples, σ_c = 1/√n_c. Most terms of a
     page are 0, so the log density of 0 is summed once per class at training time and each
@@ -148,11 +161,6 @@ class KernelNB(ClassifierMixin, BaseEstimator):
                     result[i, k] += np.sum(self._log_density(rows, columns, values, sigma) - self.log_zero_[k, columns])
         return result
 
-    def predict_proba(self, X) -> np.ndarray:
-        return _softmax(self._joint_log_likelihood(X))
-
-    def predict(self, X) -> np.ndarray:
-        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -164,7 +172,8 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
 class PlattSVM(ClassifierMixin, BaseEstimator):
     """An SVM whose outputs g(x) become Pr(+1|x) = 1 / (1 + exp(A·g(x) + B)) (Platt 1999; Pant eq. 7).
     A and B are fitted on cross-validated outputs when each class has ``folds`` examples, else on
-    the training outputs, as Weka's SMO does; targets are Platt's smoothed labels."""
+    the training outputs, as Weka's SMO does (and also when folds of a tiny set rank so badly that
+    the fitted sigmoid falls as g rises); targets are Platt's smoothed labels."""
 
     def __init__(self, kernel: str = "linear", C: float = 1.0, degree: int = 3, folds: int = 5):
         self.kernel, self.C, self.degree, self.folds = kernel, C, degree, folds
@@ -182,9 +191,10 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
         # a linear SVM is the hyperplane w·x + b; keeping w dense makes scoring one sparse dot product
         self.hyperplane_ = (np.asarray(self.svm_.coef_.todense() if sparse.issparse(self.svm_.coef_) else self.svm_.coef_).ravel(),
                             float(self.svm_.intercept_[0])) if self.kernel == "linear" else None
-        if scores is None:
-            scores = self.decision_function(X)
-        self.sigmoid_ = platt_sigmoid(scores, y == self.classes_[1])
+        positive = y == self.classes_[1]
+        self.sigmoid_ = platt_sigmoid(scores, positive) if scores is not None else (0.0, 0.0)
+        if self.sigmoid_[0] >= 0:  # no cross-validation, or folds too small to rank: an inverted or flat fit
+            self.sigmoid_ = platt_sigmoid(self.decision_function(X), positive)
         return self
 
     def decision_function(self, X) -> np.ndarray:
@@ -253,6 +263,14 @@ class Critic:
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         return self.model_.predict_proba(texts)[:, self.positive_column_]
+
+    def decision_function(self, texts: list[str]) -> np.ndarray:
+        """The learner's own margin where it has one (SVM, density NB), else the log-odds."""
+        if hasattr(self.model_, "decision_function"):
+            margin = self.model_.decision_function(texts)
+            return margin if self.positive_column_ == 1 else -margin
+        p = np.clip(self.predict_proba(texts), 1e-12, 1 - 1e-12)
+        return np.log(p) - np.log1p(-p)
 
     def score(self, text: str) -> float:
         return float(self.predict_proba([text])[0])
