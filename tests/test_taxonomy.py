@@ -68,7 +68,10 @@ TEXTS = {
 
 @pytest.fixture()
 def example_server(serve):
+    hits = []
+
     async def handle(request):
+        hits.append(request.path)
         name = request.path.strip("/")
         if request.path == "/robots.txt":
             return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
@@ -79,7 +82,9 @@ def example_server(serve):
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
-    return serve(app)
+    server = serve(app)
+    server.hits = hits
+    return server
 
 
 def test_bookmarks_with_nested_folders_and_others_import_into_the_right_tree(tmp_path):
@@ -202,3 +207,24 @@ def test_topics_import_and_show_commands(example_server, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "focuscrawl", "topics", "import", str(config), "--out", str(out)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip() == f"error: {config}: not a bookmarks file (no <DL> lists of <A HREF> bookmarks in Netscape format)"
+
+
+def test_topics_train_after_editing_the_tree_uses_the_cached_examples(example_server, tmp_path):
+    root = Node("Root", negatives=[example_server.url("/sports"), example_server.url("/cooking")],
+                children=[Node("Math", [example_server.url("/algebra"), example_server.url("/probability")]),
+                          Node("Arts", [example_server.url("/painting")])])
+    _import(root, tmp_path / "t")
+    page = "the painter mixed pigments in oil; impressionist paintings in the museum gallery"
+    assert TaxonomyModel.load(tmp_path / "t").assign(page).topic == "Root/Arts"
+    tree = yaml.safe_load((tmp_path / "t" / "taxonomy.yml").read_text())
+    tree["children"][1]["indicators"] = ["Monet", "Renoir"]
+    (tmp_path / "t" / "taxonomy.yml").write_text(yaml.safe_dump(tree))
+    fetched_before = len(example_server.hits)
+    run = subprocess.run([sys.executable, "-m", "focuscrawl", "topics", "train", str(tmp_path / "t")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "indicators: Monet, Renoir" in run.stdout
+    assert len(example_server.hits) == fetched_before  # nothing fetched again
+    model = TaxonomyModel.load(tmp_path / "t")
+    assert model.min_features == 1  # the options of the first training
+    assert model.assign(page).topic is None and model.assign(page + " by Monet").topic == "Root/Arts"

@@ -28,7 +28,8 @@ from focuscrawl.evaluate.report import write_report
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
-from focuscrawl.topics import fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source
+from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
+                               train_taxonomy)
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
@@ -418,6 +419,27 @@ def topics_import(
         _fail(str(error))
     print(render_tree(load_tree(out), model))
     print(out / "model.pkl")
+
+
+@topics_app.command("train")
+def topics_train(
+    directory: Path = typer.Argument(..., help="a folder written by 'topics import', taxonomy.yml edited or not"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="crawl config whose fetch settings to use"),
+) -> None:
+    """Train again after editing taxonomy.yml (examples moved or added, indicator keywords), with
+    the options of the previous model; examples already read are not fetched again."""
+    try:
+        config = _fetch_config(config_file)
+        options = TaxonomyModel.load(directory).options()
+
+        async def run():
+            async with Fetcher(config, Hosts(config)) as fetcher:
+                return await train_taxonomy(directory, fetcher, _warn, **options)
+
+        model = asyncio.run(run())
+    except (*USER_ERRORS, TaxonomyError) as error:
+        _fail(str(error))
+    print(render_tree(load_tree(directory), model))
 
 
 @topics_app.command("show")

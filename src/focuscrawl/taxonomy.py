@@ -221,6 +221,11 @@ class TaxonomyModel:
             node_path = best.path
         return Assignment(path[-1][0] if path else None, path[-1][1] if path else 0.0, relevance or 0.0, path)
 
+    def options(self) -> dict:
+        """The constructor's arguments, to train again the same way."""
+        return {"language": self.language, "stem": self.stem, "features": self.features, "candidates": self.candidates,
+                "min_features": self.min_features, "threshold": self.threshold, "weighting": self.weighting}
+
     def judge(self, page) -> Judgement:
         """The crawler's question: how relevant is this page, to which topic, and its preview."""
         assignment = self.assign(page.text)

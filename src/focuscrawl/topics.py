@@ -13,9 +13,10 @@ from focuscrawl.fetch.http import Fetcher
 from focuscrawl.fetch.urls import canonical_url
 from focuscrawl.learn import Critic
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.taxonomy import MODEL_FILE, OTHERS, Node, TaxonomyError, TaxonomyModel, save_tree
+from focuscrawl.taxonomy import MODEL_FILE, OTHERS, Node, TaxonomyError, TaxonomyModel, load_tree, save_tree
 
 log = logging.getLogger(__name__)
+EXAMPLES_FILE = "examples.jsonl"  # the text of every example of a taxonomy, so retraining does not refetch
 HTML_SUFFIXES = {".html", ".htm", ".xhtml", ".shtml"}
 TEXT_SUFFIXES = HTML_SUFFIXES | {".txt", ".text", ".md", ".rst"}
 
@@ -241,23 +242,43 @@ def _fold_others(root: Node, warn=None) -> Node:
 
 async def import_taxonomy(root: Node, out: Path, fetcher: Fetcher, others: list[str] = (), warn=None,
                           **model_options) -> TaxonomyModel:
-    """Read or fetch every example of the tree, train the hierarchical classifier and write
-    ``out``/taxonomy.yml, ``out``/examples.jsonl (the texts) and ``out``/model.pkl."""
-    warn = warn or log.warning
+    """Write ``out``/taxonomy.yml from the tree (plus root negatives ``others``) and train it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     root.negatives += list(others)
-    texts: dict[str, str] = {}
+    save_tree(root, out)
+    return await train_taxonomy(out, fetcher, warn, **model_options)
+
+
+async def train_taxonomy(directory: Path, fetcher: Fetcher, warn=None, **model_options) -> TaxonomyModel:
+    """(Re)train from ``directory``/taxonomy.yml, as imported or as edited since (examples moved,
+    indicator keywords added): examples already read come from examples.jsonl, the others are
+    read or fetched now; unreadable ones are reported and left out. Writes model.pkl."""
+    warn = warn or log.warning
+    directory = Path(directory)
+    root = load_tree(directory)
+    cache_file = directory / EXAMPLES_FILE
+    texts = {}
+    if cache_file.exists():
+        for line in cache_file.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            texts[record["example"]] = record["text"]
     for path, node in root.walk():
         for kind in ("positives", "negatives"):
-            entries = getattr(node, kind)
-            read = await read_examples(entries, f"{path} {kind}", fetcher, warn) if entries else {}
-            setattr(node, kind, list(read))  # what could be read, as URLs or file paths
-            texts.update(read)
-    save_tree(root, out)
-    with open(out / "examples.jsonl", "w", encoding="utf-8") as handle:
-        for entry, text in texts.items():
-            handle.write(json.dumps({"example": entry, "text": text}, ensure_ascii=False) + "\n")
-    model = TaxonomyModel(**model_options).fit(root, texts, warn)
-    model.save(out / MODEL_FILE)
+            kept = []
+            for entry in getattr(node, kind):
+                if entry not in texts:
+                    found = await read_examples([entry], f"{path} {kind}", fetcher, warn)
+                    texts.update(found)
+                    kept += list(found)  # a folder or URL list becomes its pages
+                else:
+                    kept.append(entry)
+            setattr(node, kind, kept)
+    save_tree(root, directory)
+    used = {e for _, node in root.walk() for e in node.positives + node.negatives}
+    with open(cache_file, "w", encoding="utf-8") as handle:
+        for entry in sorted(used):
+            handle.write(json.dumps({"example": entry, "text": texts[entry]}, ensure_ascii=False) + "\n")
+    model = TaxonomyModel(**model_options).fit(root, {e: texts[e] for e in used}, warn)
+    model.save(directory / MODEL_FILE)
     return model
