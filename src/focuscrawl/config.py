@@ -127,6 +127,11 @@ class Learner(_Section):
     candidates: int = Field(10000, ge=1, description="only the most frequent topic terms are scored")
 
 
+class Apprentice(_Section):
+    d_max: int = Field(5, ge=0, le=50, description="largest DOM offset of a <term, offset> feature (Chakrabarti §3.4)")
+    batch: int = Field(500, ge=1, description="pages fetched between trainings of the apprentice (§2.2)")
+
+
 class Store(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
@@ -138,7 +143,8 @@ class CrawlConfig(_Section):
     topic: Topic = Field(default_factory=Topic)
     classifier: Classifier = "svm-linear"
     learner: Learner = Field(default_factory=Learner)
-    strategy: Literal["bfs", "best-first"] = "best-first"
+    strategy: Literal["bfs", "best-first", "apprentice"] = "best-first"
+    apprentice: Apprentice = Field(default_factory=Apprentice)
     budget: Budget = Field(default_factory=Budget)
     politeness: Politeness = Field(default_factory=Politeness)
     fetch: Fetch = Field(default_factory=Fetch)
@@ -165,8 +171,8 @@ class CrawlConfig(_Section):
     def _has_seeds(self) -> CrawlConfig:
         if not self.seeds and not self.seeds_file:
             raise ValueError("seeds: none given (set 'seeds' or 'seeds_file')")
-        if self.strategy == "best-first" and not self.topic.positive and not self.topic.taxonomy:
-            raise ValueError("strategy: best-first needs topic.positive examples or a topic.taxonomy")
+        if self.strategy != "bfs" and not self.topic.positive and not self.topic.taxonomy:
+            raise ValueError(f"strategy: {self.strategy} needs topic.positive examples or a topic.taxonomy")
         if self.topic.taxonomy and self.topic.positive:
             raise ValueError("topic: give either positive examples or a taxonomy, not both")
         return self

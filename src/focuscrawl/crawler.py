@@ -18,6 +18,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from focuscrawl.apprentice import Apprentice, TermIds, link_features, pack, unpack
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
@@ -27,7 +30,7 @@ from focuscrawl.learn import Critic, ModelError
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDirError, Store, content_hash
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
-from focuscrawl.text import stopword_score
+from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
@@ -117,7 +120,13 @@ class Crawler:
         self.hosts = Hosts(config)
         self.frontier = Frontier(self.store.db, self.hosts)
         self.rules = UrlRules(config)
-        self.priority = STRATEGIES[config.strategy]
+        self.priority = STRATEGIES["best-first" if config.strategy == "apprentice" else config.strategy]
+        self.apprentice: Apprentice | None = None
+        if config.strategy == "apprentice":  # best-first until it has learnt a batch
+            saved = self.store.load_model("apprentice")
+            self.apprentice = Apprentice.loads(saved) if saved else Apprentice(config.apprentice.d_max)
+            self.term_ids = TermIds(self.store.db)
+            self.analyzer = Analyzer(config.text.language, config.text.stem)
         self.critic: Critic | TaxonomyModel | None = None
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []
@@ -328,6 +337,8 @@ class Crawler:
             self.frontier.finish(item)
             self._record_host_state(item.host)
         self._lap("store", clock)
+        if self.apprentice is not None and self.frontier.done % self.config.apprentice.batch == 0:
+            self._train_apprentice()
         self._count(response, relevance)
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
@@ -352,11 +363,63 @@ class Crawler:
             elif reason is None and too_deep:
                 reason = "beyond max depth"
             found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
+        features = None
+        if self.apprentice is not None:
+            features = link_features(page.leaves, [(link.leaf_start, link.leaf_end) for link in page.links],
+                                     self.analyzer, self.term_ids, self.apprentice.d_max)
+            if self.apprentice.trained:
+                found = [(url, host, float(p), reason) for (url, host, _, reason), p in zip(found, self.apprentice.score(features))]
         targets = self.frontier.add(found, depth, item.url_id)
+        if features is not None:
+            self.store.record_link_features([(item.url_id, target, pack(f)) for target, f, (*_, reason)
+                                             in zip(targets, features, found) if reason is None])
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
         ])
+
+    def _train_apprentice(self) -> None:
+        """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then
+        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
+        clock = time.perf_counter()
+        with self.store.transaction():
+            instances = self.store.take_new_instances()
+            self.apprentice.add([unpack(blob) for blob, _ in instances], np.array([r for _, r in instances]))
+            rescored = self._rescore_frontier() if self.apprentice.trained else 0
+            self.store.save_model("apprentice", self.apprentice.dumps())
+            if rescored and self.store.get_meta("apprentice_switched_in_at") is None:
+                self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
+        if rescored:
+            self.frontier.resync()
+        self.stage_seconds["apprentice"] += time.perf_counter() - clock
+        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored", len(instances),
+                 *self.apprentice.instances, rescored)
+
+    def _rescore_frontier(self, chunk: int = 20000) -> int:
+        """New priorities for the queued URLs, chunk by chunk in target order (never all in memory)."""
+        rescored = 0
+        targets: list[int] = []
+        features: list[np.ndarray] = []
+
+        def flush() -> None:
+            scores = self.apprentice.score(features)
+            best: dict[int, float] = {}
+            for target, score in zip(targets, scores):
+                best[target] = max(best.get(target, 0.0), float(score))
+            self.store.set_priorities([(score, target) for target, score in best.items()])
+            targets.clear()
+            features.clear()
+
+        for target, blob in self.store.queued_link_features():
+            if len(targets) >= chunk and target != targets[-1]:
+                rescored += len(set(targets))
+                flush()
+            targets.append(target)
+            features.append(unpack(blob))
+        if targets:
+            rescored += len(set(targets))
+            flush()
+        return rescored
 
     def _queue_redirect(self, item: Item, target: str) -> None:
         """A redirect to another host (or a <meta> refresh) is a link of the same depth and

@@ -96,6 +96,15 @@ CREATE TABLE IF NOT EXISTS hosts (
     status TEXT NOT NULL,
     crawl_delay REAL
 );
+CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of links to unfetched pages
+    source_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    features BLOB NOT NULL,  -- uint32 ids
+    learnt INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS link_features_target ON link_features (target_id);
+CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
 CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
 """
 
@@ -232,6 +241,38 @@ class Store:
             "INSERT OR REPLACE INTO hosts (host, failures, status, crawl_delay) VALUES (?, ?, ?, ?)",
             (host.name, host.failures, host.status, crawl_delay),
         )
+
+    # -- the apprentice ------------------------------------------------------------------------
+
+    def record_link_features(self, rows: list[tuple[int, int, bytes]]) -> None:
+        self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)", rows)
+
+    def take_new_instances(self) -> list[tuple[bytes, float]]:
+        """(features, critic score of the target) of links whose target has been judged since
+        the last call; they are marked learnt (call inside :meth:`transaction`)."""
+        rows = self.db.execute(
+            "SELECT lf.rowid, lf.features, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.learnt = 0 AND d.relevance IS NOT NULL"
+        ).fetchall()
+        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(rowid,) for rowid, _, _ in rows])
+        return [(blob, relevance) for _, blob, relevance in rows]
+
+    def queued_link_features(self):
+        """(target id, features) of every link to a queued URL, ordered by target."""
+        return self.db.execute(
+            "SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
+            f" WHERE u.state = {QUEUED} ORDER BY lf.target_id"
+        )
+
+    def set_priorities(self, rows: list[tuple[float, int]]) -> None:
+        self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
+
+    def save_model(self, name: str, data: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO models (name, data) VALUES (?, ?)", (name, data))
+
+    def load_model(self, name: str) -> bytes | None:
+        row = self.db.execute("SELECT data FROM models WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
 
     def record_sitemaps(self, origin: str, urls: list[str]) -> None:
         self.db.executemany("INSERT OR IGNORE INTO sitemaps (origin, url) VALUES (?, ?)", [(origin, u) for u in urls])

@@ -50,6 +50,9 @@ REGISTRY = {spec.name: spec for spec in [
     # the other learners of Pant §4 by name (best-first-nb-kernel, best-first-svm-poly2, …)
     *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
       if learner not in ("nb-multinomial", "svm-linear", "nn-4")),
+    # Chakrabarti §3.7: best-first with the SVM critic until the apprentice has learnt a batch;
+    # batches of 100 pages, as the paper suggests for finer online learning (our budgets are small)
+    CrawlerSpec("apprentice-online", {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 100}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),

@@ -1,0 +1,140 @@
+"""The apprentice (Chakrabarti, Punera & Subramanyam 2002): it learns from the source page's DOM
+which links lead to relevant pages, before they are fetched, and then sets the frontier's
+priorities.
+
+Features (§2.2.1–2.2.2): the leaves of page u are numbered left to right (``parse`` does it,
+empty leaves included); the anchor of link (u, v) spans leaves l..r; a term in leaf m is at DOM
+offset d = m − l left of it, 0 inside, m − r right of it, and ⟨t, d⟩ for |d| ≤ d_max is a
+feature. Learner (§2.3): multinomial naive Bayes over ⟨t, d⟩ with two buckets, v's critic score
+below or above ½, predicting Pr(high); instances are added as their targets get judged, without
+retraining from scratch. Online use (§3.7): best-first until the first batch has been learnt,
+then every queued URL is re-scored (the best of its incoming links) and new links are scored
+by the apprentice.
+
+Term ids live in the crawl database (``apprentice_terms``) so that stored link features stay
+meaningful across resumes; the counts are saved in it with the batch that changed them.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+
+import numpy as np
+from scipy import sparse
+
+from focuscrawl.learn import ModelError
+from focuscrawl.text import Analyzer
+
+HIGH = 0.5  # a target the critic scores at least this high is a 'high' instance
+
+
+class TermIds:
+    """term -> id, persisted in the crawl database as terms appear (inside the page's transaction)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self.ids = dict(db.execute("SELECT term, id FROM apprentice_terms"))
+
+    def __call__(self, terms: list[str]) -> list[int]:
+        new = [t for t in dict.fromkeys(terms) if t not in self.ids]
+        if new:
+            start = len(self.ids)
+            self.ids.update((t, start + i) for i, t in enumerate(new))
+            self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", [(t, self.ids[t]) for t in new])
+        return [self.ids[t] for t in terms]
+
+
+def link_features(leaves: list[str], spans: list[tuple[int, int]], analyzer: Analyzer, term_ids,
+                  d_max: int = 5) -> list[np.ndarray]:
+    """⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of every link, given its leaf span;
+    one pass over the page's terms, the windows of all links gathered with array arithmetic."""
+    if not spans:
+        return []
+    leaf_terms = [analyzer.terms(leaf) if leaf else [] for leaf in leaves]
+    ids = np.array(term_ids([t for terms in leaf_terms for t in terms]), dtype=np.int64)
+    position = np.repeat(np.arange(len(leaves)), [len(terms) for terms in leaf_terms])
+    starts = np.array([s for s, _ in spans])
+    ends = np.array([e for _, e in spans])
+    low = np.searchsorted(position, starts - d_max, "left")
+    high = np.searchsorted(position, ends + d_max, "right")
+    lengths = high - low
+    owner = np.repeat(np.arange(len(spans)), lengths)
+    offsets_in_window = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    token = np.repeat(low, lengths) + offsets_in_window
+    leaf = position[token]
+    offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
+    features = ids[token] * (2 * d_max + 1) + offset + d_max
+    return np.split(features, np.cumsum(lengths)[:-1])
+
+
+class Apprentice:
+    """Two-class multinomial naive Bayes over ⟨t, d⟩ (eqs. 1–2), grown instance by instance."""
+
+    def __init__(self, d_max: int = 5):
+        self.d_max = d_max
+        self.counts = np.zeros((2, 0))  # [low, high] × feature
+        self.instances = np.zeros(2)
+
+    @property
+    def trained(self) -> bool:
+        return bool(np.all(self.instances > 0))
+
+    def add(self, features: list[np.ndarray], relevance: np.ndarray) -> None:
+        """Instances: the features of links (u, v) and the critic's Pr(c*|v)."""
+        if not features:
+            return
+        labels = (np.asarray(relevance) >= HIGH).astype(int)
+        matrix = _matrix(features, max(self.counts.shape[1], _width(features)))
+        if matrix.shape[1] > self.counts.shape[1]:
+            self.counts = np.pad(self.counts, ((0, 0), (0, matrix.shape[1] - self.counts.shape[1])))
+        for label in (0, 1):
+            rows = matrix[labels == label]
+            self.counts[label] += np.asarray(rows.sum(axis=0)).ravel()
+            self.instances[label] += rows.shape[0]
+
+    def score(self, features: list[np.ndarray]) -> np.ndarray:
+        """Pr(high | link) for each link (the prior alone for a link without features)."""
+        if not features:
+            return np.zeros(0)
+        vocabulary = max(int(np.count_nonzero(self.counts.sum(axis=0))), 1)  # |T| of eq. 1
+        log_q = np.log1p(self.counts) - np.log(vocabulary + self.counts.sum(axis=1, keepdims=True))
+        matrix = _matrix(features, self.counts.shape[1], drop_unknown=True)
+        log_odds = (matrix @ (log_q[1] - log_q[0])) + np.log(self.instances[1] / self.instances[0])
+        return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
+
+    def dumps(self) -> bytes:
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def loads(data: bytes) -> Apprentice:
+        try:
+            apprentice = pickle.loads(data)
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad model
+            raise ModelError(f"the crawl's apprentice is not usable: {type(err).__name__}: {err}") from None
+        if not isinstance(apprentice, Apprentice):
+            raise ModelError(f"the crawl's apprentice holds a {type(apprentice).__name__}")
+        return apprentice
+
+
+def _width(features: list[np.ndarray]) -> int:
+    return int(max((f.max() for f in features if len(f)), default=-1)) + 1
+
+
+def _matrix(features: list[np.ndarray], width: int, drop_unknown: bool = False) -> sparse.csr_matrix:
+    """Feature counts, one row per link."""
+    lengths = [len(f) for f in features]
+    columns = np.concatenate(features) if sum(lengths) else np.zeros(0, dtype=np.int64)
+    rows = np.repeat(np.arange(len(features)), lengths)
+    if drop_unknown:
+        known = columns < width
+        rows, columns = rows[known], columns[known]
+    return sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), width))
+
+
+def pack(features: np.ndarray) -> bytes:
+    return features.astype(np.uint32).tobytes()
+
+
+def unpack(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.uint32).astype(np.int64)

@@ -1,0 +1,190 @@
+"""The apprentice: DOM-offset features, incremental naive Bayes, re-scoring, online crawling."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import numpy as np
+import pytest
+from aiohttp import web
+
+from focuscrawl.apprentice import Apprentice, link_features
+from focuscrawl.crawler import Crawler
+from focuscrawl.parse import parse_html
+from focuscrawl.text import Analyzer
+
+D_MAX = 5
+WIDTH = 2 * D_MAX + 1
+
+
+class Vocabulary:
+    """term ids in order of appearance, like the crawl database's table"""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def __call__(self, terms):
+        return [self.ids.setdefault(t, len(self.ids)) for t in terms]
+
+
+def decoded(features, vocabulary, d_max=D_MAX):
+    names = {i: t for t, i in vocabulary.ids.items()}
+    width = 2 * d_max + 1
+    return sorted((names[int(f) // width], int(f) % width - d_max) for f in features)
+
+
+def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_tables():
+    # leaves: 0 'chess clubs', 1 <img>, 2 'visit', 3 'grandmaster', 4 'tournaments', 5 'openings',
+    # 6 'endgame', 7 'puzzles'; the anchor spans leaves 2..4 (text nested in <b> and <i>)
+    html = ("<p>chess clubs<img src=x></p><a href='/v'>visit <b>grandmaster <i>tournaments</i></b></a>"
+            "<table><tr><td>openings</td><td>endgame</td></tr><tr><td>puzzles</td></tr></table>")
+    page = parse_html(html.encode(), "http://h.test/u")
+    (link,) = page.links
+    assert (link.leaf_start, link.leaf_end) == (2, 4)
+    vocabulary = Vocabulary()
+    (features,) = link_features(page.leaves, [(2, 4)], Analyzer(stem=False), vocabulary)
+    assert decoded(features, vocabulary) == sorted([
+        ("chess", -2), ("clubs", -2),  # leaf 0: m − l = 0 − 2; the empty <img> leaf 1 is offset −1
+        ("visit", 0), ("grandmaster", 0), ("tournaments", 0),
+        ("openings", 1), ("endgame", 2), ("puzzles", 3),  # the table row-major: leaves 5, 6, 7 minus r = 4
+    ])
+
+
+def test_terms_beyond_d_max_are_left_out():
+    leaves = [f"word{i}x" for i in range(20)]
+    vocabulary = Vocabulary()
+    (features,) = link_features(leaves, [(10, 10)], Analyzer(stem=False), vocabulary, d_max=2)
+    assert decoded(features, vocabulary, d_max=2) == sorted((f"word{i}x", i - 10) for i in range(8, 13))
+
+
+def test_features_of_many_links_match_link_by_link_extraction():
+    leaves = ["alpha beta", "", "gamma", "delta epsilon", "zeta", "eta theta", "iota", "", "kappa"] * 3
+    spans = [(0, 0), (2, 3), (4, 4), (10, 12), (26, 26), (5, 5)]
+    analyzer = Analyzer(stem=False)
+    vocabulary = Vocabulary()
+    together = link_features(leaves, spans, analyzer, vocabulary)
+    for span, features in zip(spans, together):
+        (alone,) = link_features(leaves, [span], analyzer, vocabulary)
+        np.testing.assert_array_equal(np.sort(features), np.sort(alone))
+
+
+def random_instances(rng, count, width=60):
+    features = [rng.integers(0, width, rng.integers(0, 12)) for _ in range(count)]
+    return features, rng.random(count)
+
+
+def test_incremental_training_equals_training_on_the_union():
+    rng = np.random.default_rng(5)
+    first, second = random_instances(rng, 40), random_instances(rng, 30, width=90)  # the second brings new features
+    incremental = Apprentice()
+    incremental.add(*first)
+    incremental.add(*second)
+    union = Apprentice()
+    union.add(first[0] + second[0], np.concatenate([first[1], second[1]]))
+    probe = random_instances(rng, 25, width=120)[0]
+    np.testing.assert_allclose(incremental.score(probe), union.score(probe))
+    np.testing.assert_array_equal(incremental.instances, union.instances)
+
+
+def test_naive_bayes_follows_equations_1_and_2():
+    apprentice = Apprentice()
+    apprentice.add([np.array([0, 0, 1]), np.array([2])], np.array([0.9, 0.1]))  # one high, one low
+    # vocabulary T = {0, 1, 2}; high counts (2, 1, 0) of 3, low counts (0, 0, 1) of 1
+    q_high = np.array([3, 2, 1]) / (3 + 3)
+    q_low = np.array([1, 1, 2]) / (3 + 1)
+    link = np.array([0, 2])
+    high, low = 0.5 * np.prod(q_high[link]), 0.5 * np.prod(q_low[link])
+    assert apprentice.score([link])[0] == pytest.approx(high / (high + low))
+
+
+def test_an_untrained_apprentice_says_so():
+    apprentice = Apprentice()
+    apprentice.add([np.array([1, 2])], np.array([0.9]))
+    assert not apprentice.trained  # no low instance yet: the crawl stays best-first
+
+
+# -- a two-topic site whose relevant links are marked by one DOM idiom -----------------------
+
+def idiom_site(hubs: int = 30, per_hub: int = 12) -> dict[str, str]:
+    """Hub pages list links in two boxes: the ones after the heading 'Chess corner' lead to chess
+    pages, the ones in the 'Garden news' box to gardening pages; anchors are bare numbers, so the
+    only clue before fetching is the DOM neighbourhood. Hubs chain to each other at the end."""
+    chess = ("The grandmaster opened with the queen's gambit; the endgame with rook and bishop decided "
+             "the chess tournament. Checkmate in three moves, a classic chess opening study.")
+    garden = ("Plant the tomatoes after the last frost, water the roses and prune the apple tree. Compost "
+              "and mulch keep the garden soil rich for vegetables and flowers.")
+    pages = {}
+    for h in range(hubs):
+        boxes = []
+        for box, heading in ((0, "Garden news"), (1, "Chess corner")):
+            items = "".join(f"<li><a href='/{'c' if box else 'g'}{h}-{i}'>{i}</a></li>" for i in range(per_hub))
+            boxes.append(f"<div><h3>{heading}</h3><ul>{items}</ul></div>")
+        if h % 2:
+            boxes.reverse()
+        pages[f"/hub{h}"] = (f"<html><body><h1>Weekly page {h}</h1><p>{garden}</p>{''.join(boxes)}"
+                             f"<p><a href='/hub{h + 1}'>more</a> <a href='/hub{h + 2}'>even more</a></p></body></html>")
+        for i in range(per_hub):
+            pages[f"/c{h}-{i}"] = f"<html><body><p>{chess}</p><p>Board {h} game {i}.</p></body></html>"
+            pages[f"/g{h}-{i}"] = f"<html><body><p>{garden}</p><p>Bed {h} row {i}.</p></body></html>"
+    return pages
+
+
+@pytest.fixture()
+def idiom_crawl(serve, make_config, tmp_path):
+    """make(strategy, max_pages, batch) -> crawl directory, on the idiom site."""
+    pages = idiom_site()
+
+    async def handle(request):
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
+        if request.path not in pages:
+            raise web.HTTPNotFound()
+        return web.Response(text=pages[request.path], content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    server = serve(app)
+    positives = tmp_path / "positives"
+    negatives = tmp_path / "negatives"
+    positives.mkdir()
+    negatives.mkdir()
+    for i in range(3):
+        (positives / f"{i}.html").write_text(pages[f"/c0-{i}"])
+        (negatives / f"{i}.html").write_text(pages[f"/g0-{i}"])
+
+    def make(strategy: str, max_pages: int, batch: int):
+        config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
+                             topic={"positive": [str(positives)], "negative": [str(negatives)]},
+                             apprentice={"batch": batch}, fetch={"concurrency": 4})
+        asyncio.run(Crawler.create(config, tmp_path / strategy).run())
+        return tmp_path / strategy
+
+    return make
+
+
+def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
+    directory = idiom_crawl("apprentice", 80, batch=10_000)  # never trained during the crawl
+    db = sqlite3.connect(directory / "crawl.db")
+    queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
+    before = [db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%")]
+    assert before[0] == pytest.approx(before[1])  # best-first: every out-link of a hub inherits the hub's score
+    crawler = Crawler.open(directory)
+    crawler._train_apprentice()
+    after = [db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%")]
+    assert after[0] > after[1] + 0.2
+    crawler.frontier.load()
+    assert "/c" in crawler.frontier.next_ready().url
+    crawler.store.close()
+
+
+def test_online_apprentice_beats_best_first_on_a_site_with_a_consistent_link_idiom(idiom_crawl):
+    harvest = {}
+    for strategy in ("best-first", "apprentice"):
+        directory = idiom_crawl(strategy, 300, batch=60)
+        db = sqlite3.connect(directory / "crawl.db")
+        urls = [url for (url,) in db.execute("SELECT u.url FROM documents d JOIN urls u ON u.id = d.url_id")]
+        harvest[strategy] = sum("/c" in url for url in urls) / len(urls)
+        if strategy == "apprentice":
+            assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
+    assert harvest["apprentice"] > harvest["best-first"] + 0.1, harvest
