@@ -188,3 +188,18 @@ def test_online_apprentice_beats_best_first_on_a_site_with_a_consistent_link_idi
         if strategy == "apprentice":
             assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
     assert harvest["apprentice"] > harvest["best-first"] + 0.1, harvest
+
+
+def test_report_shows_the_offsets_matter_on_the_idiom_site(idiom_crawl, tmp_path):
+    from focuscrawl.evaluate.apprentice_report import apprentice_report
+
+    directory = idiom_crawl("apprentice", 300, batch=60)
+    report = apprentice_report(directory, tmp_path / "report")
+    by_d = {row["d_max"]: row for row in report["accuracy_by_d_max"]}
+    # anchors are bare numbers: at d_max 0 a link has no features; the heading a few leaves away decides
+    assert by_d[5]["average"] > by_d[0]["average"] + 0.1
+    gain = report["information_gain_by_offset"]
+    assert max(gain, key=gain.get) != "0"
+    priorities = report["frontier_priorities"]
+    assert sum(priorities["apprentice"]) > 0 and len(priorities["bins"]) == 11
+    assert (tmp_path / "report" / "apprentice-features.png").stat().st_size > 10_000

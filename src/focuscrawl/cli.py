@@ -22,6 +22,7 @@ from focuscrawl.config import ConfigError, CrawlConfig, read_config_data, resolv
 from focuscrawl.crawler import Crawler, Progress, load_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
+from focuscrawl.evaluate.apprentice_report import apprentice_report
 from focuscrawl.evaluate.harness import run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
@@ -480,3 +481,20 @@ def classify(
         result["path"] = [{"topic": t, "confidence": round(c, 4)} for t, c in critic.assign(page.text).path]
         result["preview"] = judgement.preview
     print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+apprentice_app = typer.Typer(help="The apprentice link learner (Chakrabarti et al. 2002).", no_args_is_help=True)
+app.add_typer(apprentice_app, name="apprentice")
+
+
+@apprentice_app.command("report")
+def apprentice_report_command(
+    directory: Path = typer.Argument(..., help="a crawl directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="where to write (default: DIR/apprentice-report)"),
+) -> None:
+    """Accuracy by d_max, offsets vs plain text, information gain by offset, frontier priorities."""
+    try:
+        report = apprentice_report(directory, out)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    print(json.dumps(report, indent=2))

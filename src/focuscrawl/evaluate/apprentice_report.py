@@ -1,0 +1,181 @@
+"""``focuscrawl apprentice report DIR``: the diagnostics of Chakrabarti et al. 2002 §3.4 and §3.7
+from a finished crawl, re-read from its WARC archive (so any d_max can be tried):
+
+- Fig. 6: accuracy of the apprentice on held-out (u, v) instances, for low and high targets and
+  overall, as d_max grows;
+- Fig. 7: the same with plain text near the link (offsets dropped) instead of ⟨t, d⟩;
+- Fig. 8: the average information gain of the ⟨t, d⟩ features found at each offset d;
+- Fig. 13a: the distribution of the priorities of the URLs still queued, as best-first gives them
+  (the parent's score) and as the crawl's apprentice gives them.
+
+Instances are the links (u, v) whose both ends were fetched, labelled by the critic's score of
+v; pages u are split 70/30 into training and held-out by a hash of their URL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+from warcio.archiveiterator import ArchiveIterator
+
+from focuscrawl.apprentice import HIGH, Apprentice, link_features, unpack
+from focuscrawl.config import load_config
+from focuscrawl.crawler import CONFIG_FILE
+from focuscrawl.parse import DecodeError, parse_html
+from focuscrawl.store import QUEUED, open_existing
+from focuscrawl.text import Analyzer, information_gain
+
+WIDEST = 8  # the largest d_max tried
+
+
+class _Vocabulary:
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def __call__(self, terms: list[str]) -> list[int]:
+        return [self.ids.setdefault(t, len(self.ids)) for t in terms]
+
+
+def _instances(directory: Path, analyzer: Analyzer) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(features at d_max = WIDEST, critic score of the target, held-out flag) of every link
+    between two fetched pages."""
+    db = open_existing(directory)
+    relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
+                                " WHERE d.relevance IS NOT NULL"))
+    vocabulary = _Vocabulary()
+    features, labels, held_out = [], [], []
+    for path in sorted((directory / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                url = record.rec_headers.get_header("WARC-Target-URI")
+                if record.rec_type != "response" or url not in relevance:
+                    continue
+                try:
+                    page = parse_html(record.content_stream().read(), url)
+                except DecodeError:
+                    continue
+                links = [link for link in page.links if link.url in relevance and link.url != url]
+                if not links:
+                    continue
+                spans = [(link.leaf_start, link.leaf_end) for link in links]
+                features += link_features(page.leaves, spans, analyzer, vocabulary, WIDEST)
+                labels += [relevance[link.url] for link in links]
+                held_out += [zlib.crc32(url.encode()) % 10 < 3] * len(links)
+    return features, np.array(labels), np.array(held_out, dtype=bool)
+
+
+def _within(features: list[np.ndarray], d_max: int, plain: bool = False) -> list[np.ndarray]:
+    """Features restricted to |d| ≤ d_max; ``plain`` drops the offset (text near the link)."""
+    width = 2 * WIDEST + 1
+    kept = []
+    for f in features:
+        f = f[np.abs(f % width - WIDEST) <= d_max]
+        kept.append(f // width * width if plain else f)
+    return kept
+
+
+def _accuracy(features, labels, held_out, d_max: int, plain: bool) -> dict:
+    window = _within(features, d_max, plain)
+    apprentice = Apprentice(WIDEST)
+    apprentice.add([f for f, h in zip(window, held_out) if not h], labels[~held_out])
+    test = [f for f, h in zip(window, held_out) if h]
+    predicted = apprentice.score(test) >= HIGH
+    actual = labels[held_out] >= HIGH
+
+    def share(mask: np.ndarray) -> float | None:
+        return float(np.mean(predicted[mask] == actual[mask])) if mask.any() else None
+
+    return {"d_max": d_max, "high": share(actual), "low": share(~actual), "average": share(np.ones_like(actual))}
+
+
+def _information_gain_by_offset(features, labels) -> dict[int, float]:
+    width = 2 * WIDEST + 1
+    rows = np.repeat(np.arange(len(features)), [len(f) for f in features])
+    columns = np.concatenate(features) if features else np.zeros(0, dtype=np.int64)
+    present = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), int(columns.max()) + 1))
+    present.data[:] = 1
+    df = np.asarray(present.sum(axis=0)).ravel()
+    high = labels >= HIGH
+    df_high = np.asarray(present[high].sum(axis=0)).ravel()
+    seen = np.flatnonzero(df)
+    gain = information_gain(df[seen], df_high[seen], int(high.sum()), len(labels))
+    offsets = seen % width - WIDEST
+    return {int(d): float(gain[offsets == d].mean()) for d in range(-WIDEST, WIDEST + 1) if np.any(offsets == d)}
+
+
+def _frontier_priorities(directory: Path) -> dict | None:
+    db = open_existing(directory)
+    saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
+    if saved is None:
+        return None
+    apprentice = Apprentice.loads(saved[0])
+    if not apprentice.trained:
+        return None
+    baseline = [p for (p,) in db.execute(
+        "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
+    best: dict[int, float] = {}
+    for target, blob in db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON"
+                                   " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)):
+        score = float(apprentice.score([unpack(blob)])[0])
+        best[target] = max(best.get(target, 0.0), score)
+    bins = np.linspace(0, 1, 11)
+    return {"bins": bins.tolist(),
+            "best_first": np.histogram([p or 0.0 for p in baseline], bins)[0].tolist(),
+            "apprentice": np.histogram(list(best.values()), bins)[0].tolist()}
+
+
+def apprentice_report(directory: Path, out: Path | None = None) -> dict:
+    directory = Path(directory)
+    out = Path(out or directory / "apprentice-report")
+    out.mkdir(parents=True, exist_ok=True)
+    config = load_config(directory / CONFIG_FILE)
+    features, labels, held_out = _instances(directory, Analyzer(config.text.language, config.text.stem))
+    report = {
+        "instances": len(labels), "high": int((labels >= HIGH).sum()), "held_out": int(held_out.sum()),
+        "accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=False) for d in range(WIDEST + 1)],
+        "plain_text_accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=True) for d in range(WIDEST + 1)],
+        "information_gain_by_offset": _information_gain_by_offset(features, labels) if features else {},
+        "frontier_priorities": _frontier_priorities(directory),
+    } if len(labels) and held_out.any() and (~held_out).any() else {"instances": len(labels)}
+    (out / "apprentice-report.json").write_text(json.dumps(report, indent=1))
+    if "accuracy_by_d_max" in report:
+        _plots(report, out)
+    return report
+
+
+def _plots(report: dict, out: Path) -> None:
+    from focuscrawl.evaluate.report import _pyplot
+
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for key, style in (("high", "-o"), ("low", "-s"), ("average", "-^")):
+        axes[0].plot([r["d_max"] for r in report["accuracy_by_d_max"]], [r[key] for r in report["accuracy_by_d_max"]],
+                     style, label=key)
+    axes[0].set(title="Apprentice accuracy by d_max (Fig. 6)", xlabel="d_max", ylabel="held-out accuracy")
+    axes[0].legend()
+    for key, label in (("accuracy_by_d_max", "⟨t, d⟩"), ("plain_text_accuracy_by_d_max", "plain text")):
+        axes[1].plot([r["d_max"] for r in report[key]], [r["average"] for r in report[key]], "-o", label=label)
+    axes[1].set(title="Offsets vs plain text (Fig. 7)", xlabel="d_max", ylabel="held-out accuracy")
+    axes[1].legend()
+    gain = report["information_gain_by_offset"]
+    axes[2].bar([int(d) for d in gain], list(gain.values()))
+    axes[2].set(title="Information gain by offset (Fig. 8)", xlabel="d", ylabel="mean IG of ⟨t, d⟩")
+    figure.tight_layout()
+    figure.savefig(out / "apprentice-features.png", dpi=100)
+    plt.close(figure)
+    if report["frontier_priorities"]:
+        priorities = report["frontier_priorities"]
+        figure, axis = plt.subplots(figsize=(6, 4))
+        centres = [(a + b) / 2 for a, b in zip(priorities["bins"], priorities["bins"][1:])]
+        axis.bar([c - 0.02 for c in centres], priorities["best_first"], width=0.04, label="best-first")
+        axis.bar([c + 0.02 for c in centres], priorities["apprentice"], width=0.04, label="apprentice")
+        axis.set(title="Priorities of queued URLs (Fig. 13a)", xlabel="priority", ylabel="URLs")
+        axis.legend()
+        figure.tight_layout()
+        figure.savefig(out / "frontier-priorities.png", dpi=100)
+        plt.close(figure)
