@@ -20,10 +20,15 @@ from __future__ import annotations
 import pickle
 import sqlite3
 
+from pathlib import Path
+
 import numpy as np
 from scipy import sparse
+from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.learn import ModelError
+from focuscrawl.parse import DecodeError, parse_html
+from focuscrawl.store import open_existing
 from focuscrawl.text import Analyzer
 
 HIGH = 0.5  # a target the critic scores at least this high is a 'high' instance
@@ -138,3 +143,30 @@ def pack(features: np.ndarray) -> bytes:
 
 def unpack(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.uint32).astype(np.int64)
+
+
+def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+    """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
+    features of every link (u, v) whose both ends were judged, the critic's score of v, and u."""
+    db = open_existing(directory)
+    relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
+                                " WHERE d.relevance IS NOT NULL"))
+    features: list[np.ndarray] = []
+    labels: list[float] = []
+    sources: list[str] = []
+    for path in sorted((Path(directory) / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                url = record.rec_headers.get_header("WARC-Target-URI")
+                if record.rec_type != "response" or url not in relevance:
+                    continue
+                try:
+                    page = parse_html(record.content_stream().read(), url)
+                except DecodeError:
+                    continue
+                links = [link for link in page.links if link.url in relevance and link.url != url]
+                features += link_features(page.leaves, [(link.leaf_start, link.leaf_end) for link in links], analyzer,
+                                          term_ids, d_max)
+                labels += [relevance[link.url] for link in links]
+                sources += [url] * len(links)
+    return features, np.array(labels), sources

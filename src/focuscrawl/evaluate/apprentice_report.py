@@ -21,12 +21,10 @@ from pathlib import Path
 
 import numpy as np
 from scipy import sparse
-from warcio.archiveiterator import ArchiveIterator
 
-from focuscrawl.apprentice import HIGH, Apprentice, link_features, unpack
+from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances, unpack
 from focuscrawl.config import load_config
 from focuscrawl.crawler import CONFIG_FILE
-from focuscrawl.parse import DecodeError, parse_html
 from focuscrawl.store import QUEUED, open_existing
 from focuscrawl.text import Analyzer, information_gain
 
@@ -44,29 +42,9 @@ class _Vocabulary:
 def _instances(directory: Path, analyzer: Analyzer) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(features at d_max = WIDEST, critic score of the target, held-out flag) of every link
     between two fetched pages."""
-    db = open_existing(directory)
-    relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
-                                " WHERE d.relevance IS NOT NULL"))
-    vocabulary = _Vocabulary()
-    features, labels, held_out = [], [], []
-    for path in sorted((directory / "warc").glob("*.warc.gz")):
-        with open(path, "rb") as handle:
-            for record in ArchiveIterator(handle):
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                if record.rec_type != "response" or url not in relevance:
-                    continue
-                try:
-                    page = parse_html(record.content_stream().read(), url)
-                except DecodeError:
-                    continue
-                links = [link for link in page.links if link.url in relevance and link.url != url]
-                if not links:
-                    continue
-                spans = [(link.leaf_start, link.leaf_end) for link in links]
-                features += link_features(page.leaves, spans, analyzer, vocabulary, WIDEST)
-                labels += [relevance[link.url] for link in links]
-                held_out += [zlib.crc32(url.encode()) % 10 < 3] * len(links)
-    return features, np.array(labels), np.array(held_out, dtype=bool)
+    features, labels, sources = crawl_instances(directory, analyzer, _Vocabulary(), WIDEST)
+    held_out = np.array([zlib.crc32(url.encode()) % 10 < 3 for url in sources], dtype=bool)
+    return features, labels, held_out
 
 
 def _within(features: list[np.ndarray], d_max: int, plain: bool = False) -> list[np.ndarray]:
