@@ -153,12 +153,15 @@ def idiom_crawl(serve, make_config, tmp_path):
         (positives / f"{i}.html").write_text(pages[f"/c0-{i}"])
         (negatives / f"{i}.html").write_text(pages[f"/g0-{i}"])
 
-    def make(strategy: str, max_pages: int, batch: int):
+    def make(strategy: str, max_pages: int, batch: int, prepare=None, name: str | None = None):
         config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
                              topic={"positive": [str(positives)], "negative": [str(negatives)]},
                              apprentice={"batch": batch}, fetch={"concurrency": 4})
-        asyncio.run(Crawler.create(config, tmp_path / strategy).run())
-        return tmp_path / strategy
+        crawler = Crawler.create(config, tmp_path / (name or strategy))
+        if prepare:
+            prepare(crawler)
+        asyncio.run(crawler.run())
+        return tmp_path / (name or strategy)
 
     return make
 
@@ -211,3 +214,22 @@ def test_report_compares_frontier_priorities_after_switching_in(idiom_crawl, tmp
     priorities = report["frontier_priorities"]
     assert len(priorities["bins"]) == 11 and sum(priorities["apprentice"]) > 0 and sum(priorities["best_first"]) > 0
     assert (tmp_path / "report" / "frontier-priorities.png").exists()
+
+
+def harvest_of(directory) -> tuple[float, set[str]]:
+    db = sqlite3.connect(directory / "crawl.db")
+    urls = [url for (url,) in db.execute("SELECT u.url FROM documents d JOIN urls u ON u.id = d.url_id")]
+    return sum("/c" in url for url in urls) / len(urls), set(urls)
+
+
+def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom_crawl):
+    from focuscrawl.evaluate.crawlers import REGISTRY
+
+    baseline = idiom_crawl("best-first", 150, batch=60)
+    offline = idiom_crawl("apprentice", 150, batch=10**9, name="offline",
+                          prepare=lambda crawler: REGISTRY["apprentice-offline"].prepare(crawler, None, baseline))
+    recall = idiom_crawl("apprentice", 150, batch=10**9, name="recall",
+                         prepare=lambda crawler: REGISTRY["recall"].prepare(crawler, None, baseline))
+    (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
+    assert offline_harvest > base_harvest + 0.1
+    assert recall_urls <= base_urls  # §3.6: only what the baseline visited

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from focuscrawl.apprentice import crawl_instances
 from focuscrawl.crawler import Crawler
 from focuscrawl.learn import LEARNERS, Judgement
+from focuscrawl.store import open_existing
 
 
 @dataclass(frozen=True)
@@ -16,7 +19,9 @@ class CrawlerSpec:
     name: str
     settings: dict = field(default_factory=dict)  # config overrides, section by section
     reference: bool = False  # uses the ground truth: plotted as a reference line
-    prepare: Callable[[Crawler, Callable[[str], bool]], None] | None = None  # gets is_relevant(url)
+    # prepare(crawler, is_relevant(url), the baseline's crawl of the same topic or None)
+    prepare: Callable[[Crawler, Callable[[str], bool], Path | None], None] | None = None
+    baseline: str | None = None  # a crawler whose crawl of the topic this one learns from (run first)
 
 
 class OracleCritic:
@@ -29,11 +34,11 @@ class OracleCritic:
         return Judgement(1.0 if self.is_relevant(page.url) else 0.0)
 
 
-def _oracle_critic(crawler: Crawler, is_relevant) -> None:
+def _oracle_critic(crawler: Crawler, is_relevant, baseline=None) -> None:
     crawler.critic = OracleCritic(is_relevant)
 
 
-def _oracle_link(crawler: Crawler, is_relevant) -> None:
+def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
     """Priority = true relevance of the linked page (ties: the parent's score, then FIFO)."""
 
     def priority(parent_relevance: float | None, depth: int, url: str) -> float:
@@ -41,6 +46,32 @@ def _oracle_link(crawler: Crawler, is_relevant) -> None:
 
     crawler.priority = priority
 
+
+def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
+    """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
+    from the same seeds without learning more."""
+    features, scores, _ = crawl_instances(baseline, crawler.analyzer, crawler.term_ids, crawler.apprentice.d_max)
+    crawler.apprentice.add(features, scores)
+
+
+class _VisitedOnly:
+    """URL rules that admit only what a baseline crawl fetched (the recall crawler, §3.6)."""
+
+    def __init__(self, rules, visited: set[str]):
+        self.rules, self.visited = rules, visited
+
+    def rejection(self, url: str) -> str | None:
+        return self.rules.rejection(url) or (None if url in self.visited else "not visited by the baseline")
+
+
+def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
+    _apprentice_offline(crawler, is_relevant, baseline)
+    db = open_existing(baseline)
+    crawler.rules = _VisitedOnly(crawler.rules, {url for (url,) in db.execute(
+        "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")})
+
+
+OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 10**9}}  # never retrained
 
 REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
@@ -53,6 +84,8 @@ REGISTRY = {spec.name: spec for spec in [
     # Chakrabarti §3.7: best-first with the SVM critic until the apprentice has learnt a batch;
     # batches of 100 pages, as the paper suggests for finer online learning (our budgets are small)
     CrawlerSpec("apprentice-online", {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 100}}),
+    CrawlerSpec("apprentice-offline", OFFLINE, prepare=_apprentice_offline, baseline="best-first-svm"),
+    CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),

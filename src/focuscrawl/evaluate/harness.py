@@ -134,6 +134,13 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     unknown = [name for name in crawler_names if name not in REGISTRY]
     if unknown:
         raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
+    ordered: list[str] = []
+    for name in crawler_names:  # a crawler that learns from another's crawl runs after it
+        baseline = REGISTRY[name].baseline
+        for needed in ([baseline] if baseline else []) + [name]:
+            if needed not in ordered:
+                ordered.append(needed)
+    crawler_names = ordered
     topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
     if only_topics:
         missing = [t for t in only_topics if t not in topics]
@@ -175,7 +182,8 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                         shutil.rmtree(directory, ignore_errors=True)
                         crawler = Crawler.create(config, directory)
                         if spec.prepare:
-                            spec.prepare(crawler, is_relevant)
+                            baseline = out / "crawls" / spec.baseline / f"{topic_name}-{repeat}" if spec.baseline else None
+                            spec.prepare(crawler, is_relevant, baseline)
                         asyncio.run(crawler.run())
                     pages, rate = fetched_pages(directory, is_relevant, is_target, jury)
                     runs.append((pages, rate))
