@@ -5,9 +5,10 @@ priorities.
 Features (§2.2.1–2.2.2): the leaves of page u are numbered left to right (``parse`` does it,
 empty leaves included); the anchor of link (u, v) spans leaves l..r; a term in leaf m is at DOM
 offset d = m − l left of it, 0 inside, m − r right of it, and ⟨t, d⟩ for |d| ≤ d_max is a
-feature. Learner (§2.3): multinomial naive Bayes over ⟨t, d⟩ with two buckets, v's critic score
-below or above ½, predicting Pr(high); instances are added as their targets get judged, without
-retraining from scratch. Online use (§3.7): best-first until the first batch has been learnt,
+feature. Learner (§2.3): multinomial naive Bayes over ⟨t, d⟩ with two buckets of v's critic
+score split at the median of the scores so far ("equally probable intervals": a critic that
+likes most pages still leaves the apprentice something to tell apart), predicting Pr(high);
+instances are added as their targets get judged, without retraining from scratch. Online use (§3.7): best-first until the first batch has been learnt,
 then every queued URL is re-scored (the best of its incoming links) and new links are scored
 by the apprentice.
 
@@ -31,7 +32,7 @@ from focuscrawl.parse import DecodeError, parse_html
 from focuscrawl.store import open_existing
 from focuscrawl.text import Analyzer
 
-HIGH = 0.5  # a target the critic scores at least this high is a 'high' instance
+HIGH = 0.5  # the default split between 'low' and 'high' targets
 
 
 class TermIds:
@@ -85,11 +86,12 @@ class Apprentice:
     def trained(self) -> bool:
         return bool(np.all(self.instances > 0))
 
-    def add(self, features: list[np.ndarray], relevance: np.ndarray) -> None:
-        """Instances: the features of links (u, v) and the critic's Pr(c*|v)."""
+    def add(self, features: list[np.ndarray], relevance: np.ndarray, threshold: float = HIGH) -> None:
+        """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target at or above
+        ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets)."""
         if not features:
             return
-        labels = (np.asarray(relevance) >= HIGH).astype(int)
+        labels = (np.asarray(relevance) >= threshold).astype(int)
         matrix = _matrix(features, max(self.counts.shape[1], _width(features)))
         if matrix.shape[1] > self.counts.shape[1]:
             self.counts = np.pad(self.counts, ((0, 0), (0, matrix.shape[1] - self.counts.shape[1])))
@@ -143,6 +145,16 @@ def pack(features: np.ndarray) -> bytes:
 
 def unpack(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.uint32).astype(np.int64)
+
+
+def median_score(db: sqlite3.Connection) -> float:
+    """The median critic score of the pages judged so far: the boundary of the two buckets."""
+    count = db.execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
+    if not count:
+        return HIGH
+    row = db.execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance LIMIT 1 OFFSET ?",
+                     (count // 2,)).fetchone()
+    return float(row[0])
 
 
 def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -> tuple[list[np.ndarray], np.ndarray, list[str]]:

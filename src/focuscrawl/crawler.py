@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focuscrawl.apprentice import Apprentice, TermIds, link_features, pack, unpack
+from focuscrawl.apprentice import Apprentice, TermIds, link_features, median_score, pack, unpack
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
@@ -384,7 +384,8 @@ class Crawler:
         clock = time.perf_counter()
         with self.store.transaction():
             instances = self.store.take_new_instances()
-            self.apprentice.add([unpack(blob) for blob, _ in instances], np.array([r for _, r in instances]))
+            self.apprentice.add([unpack(blob) for blob, _ in instances], np.array([r for _, r in instances]),
+                                median_score(self.store.db))
             rescored = self._rescore_frontier() if self.apprentice.trained else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
             if rescored and self.store.get_meta("apprentice_switched_in_at") is None:

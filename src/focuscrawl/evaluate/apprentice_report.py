@@ -60,10 +60,11 @@ def _within(features: list[np.ndarray], d_max: int, plain: bool = False) -> list
 def _accuracy(features, labels, held_out, d_max: int, plain: bool) -> dict:
     window = _within(features, d_max, plain)
     apprentice = Apprentice(WIDEST)
-    apprentice.add([f for f, h in zip(window, held_out) if not h], labels[~held_out])
+    split = float(np.median(labels))
+    apprentice.add([f for f, h in zip(window, held_out) if not h], labels[~held_out], split)
     test = [f for f, h in zip(window, held_out) if h]
     predicted = apprentice.score(test) >= HIGH
-    actual = labels[held_out] >= HIGH
+    actual = labels[held_out] >= split
 
     def share(mask: np.ndarray) -> float | None:
         return float(np.mean(predicted[mask] == actual[mask])) if mask.any() else None
@@ -78,7 +79,7 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
     present = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), int(columns.max()) + 1))
     present.data[:] = 1
     df = np.asarray(present.sum(axis=0)).ravel()
-    high = labels >= HIGH
+    high = labels >= np.median(labels)
     df_high = np.asarray(present[high].sum(axis=0)).ravel()
     seen = np.flatnonzero(df)
     gain = information_gain(df[seen], df_high[seen], int(high.sum()), len(labels))
@@ -114,7 +115,7 @@ def apprentice_report(directory: Path, out: Path | None = None) -> dict:
     config = load_config(directory / CONFIG_FILE)
     features, labels, held_out = _instances(directory, Analyzer(config.text.language, config.text.stem))
     report = {
-        "instances": len(labels), "high": int((labels >= HIGH).sum()), "held_out": int(held_out.sum()),
+        "instances": len(labels), "median_score": float(np.median(labels)), "held_out": int(held_out.sum()),
         "accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=False) for d in range(WIDEST + 1)],
         "plain_text_accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=True) for d in range(WIDEST + 1)],
         "information_gain_by_offset": _information_gain_by_offset(features, labels) if features else {},

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from focuscrawl.apprentice import crawl_instances
+from focuscrawl.apprentice import crawl_instances, median_score
 from focuscrawl.crawler import Crawler
 from focuscrawl.learn import LEARNERS, Judgement
 from focuscrawl.store import open_existing
@@ -51,7 +51,7 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
     features, scores, _ = crawl_instances(baseline, crawler.analyzer, crawler.term_ids, crawler.apprentice.d_max)
-    crawler.apprentice.add(features, scores)
+    crawler.apprentice.add(features, scores, median_score(open_existing(baseline)))
 
 
 class _VisitedOnly:
