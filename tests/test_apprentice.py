@@ -122,7 +122,7 @@ def idiom_site(hubs: int = 40, per_hub: int = 5) -> dict[str, str]:
             boxes.append(f"<div><h3>{heading}</h3><ul>{items}</ul></div>")
         if h % 2:
             boxes.reverse()
-        pages[f"/hub{h}"] = (f"<html><body><h1>Weekly page {h}</h1><p>{garden}</p>{''.join(boxes)}"
+        pages[f"/hub{h}"] = (f"<html><body><h1>Weekly page {h}</h1><p>{garden}</p><a href='/hub0'>home</a>{''.join(boxes)}"
                              f"<p><a href='/hub{h + 1}'>more</a> <a href='/hub{h + 2}'>even more</a></p></body></html>")
         for i in range(per_hub):
             pages[f"/c{h}-{i}"] = f"<html><body><p>{chess}</p><p>Board {h} game {i}.</p></body></html>"
@@ -153,10 +153,10 @@ def idiom_crawl(serve, make_config, tmp_path):
         (positives / f"{i}.html").write_text(pages[f"/c0-{i}"])
         (negatives / f"{i}.html").write_text(pages[f"/g0-{i}"])
 
-    def make(strategy: str, max_pages: int, batch: int, prepare=None, name: str | None = None):
+    def make(strategy: str, max_pages: int, batch: int, prepare=None, name: str | None = None, **apprentice):
         config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
                              topic={"positive": [str(positives)], "negative": [str(negatives)]},
-                             apprentice={"batch": batch}, fetch={"concurrency": 4})
+                             apprentice={"batch": batch, **apprentice}, fetch={"concurrency": 4})
         crawler = Crawler.create(config, tmp_path / (name or strategy))
         if prepare:
             prepare(crawler)
@@ -233,3 +233,35 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
     assert offline_harvest > base_harvest + 0.1
     assert recall_urls <= base_urls  # §3.6: only what the baseline visited
+
+
+def test_class_features_name_the_class_and_all_its_prefixes():
+    vocabulary = Vocabulary()
+    from focuscrawl.apprentice import class_features
+
+    features = class_features("Science/Math/Stochastics", vocabulary)
+    assert decoded(features, vocabulary) == sorted([("§class:/", 0), ("§class:/Science", 0),
+                                                    ("§class:/Science/Math", 0), ("§class:/Science/Math/Stochastics", 0)])
+
+
+def test_cocitation_features_mark_judged_neighbours_by_offset():
+    from focuscrawl.apprentice import cocitation_features
+
+    vocabulary = Vocabulary()
+    spans = [(0, 0), (2, 2), (4, 5), (20, 20)]
+    features = cocitation_features(spans, {1: True, 3: False}, vocabulary, d_max=5)
+    assert decoded(features[0], vocabulary) == [("§cocited:HIGH", 2)]
+    assert decoded(features[1], vocabulary) == []  # its own target does not count
+    assert decoded(features[2], vocabulary) == [("§cocited:HIGH", -2)]
+    assert decoded(features[3], vocabulary) == []  # link 1 is 18 leaves away
+
+
+def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
+    def special_terms(directory):
+        db = sqlite3.connect(directory / "crawl.db")
+        return {term for (term,) in db.execute("SELECT term FROM apprentice_terms WHERE term LIKE '§%'")}
+
+    assert special_terms(idiom_crawl("apprentice", 120, batch=40, name="plain")) == set()
+    both = special_terms(idiom_crawl("apprentice", 120, batch=40, name="both", class_features=True, cocitation=True))
+    assert {"§class:/", "§class:/relevant", "§class:/other"} <= both
+    assert "§cocited:LOW" in both  # the 'home' link next to the first box leads to the judged first hub

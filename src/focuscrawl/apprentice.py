@@ -74,6 +74,33 @@ def link_features(leaves: list[str], spans: list[tuple[int, int]], analyzer: Ana
     return np.split(features, np.cumsum(lengths)[:-1])
 
 
+def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
+    """§3.8: the critic's class of u and all its prefixes ('/', '/Science', '/Science/Math', …),
+    the same for every link of u; a two-class critic's classes are 'relevant' and 'other'."""
+    parts = (topic or "").strip("/").split("/") if topic else []
+    names = ["§class:/"] + [f"§class:/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)]
+    return np.array(term_ids(names), dtype=np.int64) * (2 * d_max + 1) + d_max
+
+
+def cocitation_features(spans: list[tuple[int, int]], judged: dict[int, bool], term_ids, d_max: int = 5) -> list[np.ndarray]:
+    """§2.2.3: for link i, every other link j of the page within d_max leaves whose target was
+    already judged gives ⟨HIGH|LOW, d⟩, d the DOM offset of j's anchor from i's. ``judged``: link
+    index -> whether its target was judged high."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not judged:
+        return [empty] * len(spans)
+    high_id, low_id = term_ids(["§cocited:HIGH", "§cocited:LOW"])
+    others = np.array(sorted(judged))
+    other_start = np.array([spans[j][0] for j in others])
+    term = np.where([judged[j] for j in others], high_id, low_id)
+    starts = np.array([s for s, _ in spans])[:, None]
+    ends = np.array([e for _, e in spans])[:, None]
+    offset = np.where(other_start < starts, other_start - starts, np.where(other_start > ends, other_start - ends, 0))
+    near = (np.abs(offset) <= d_max) & (others[None, :] != np.arange(len(spans))[:, None])
+    features = term[None, :] * (2 * d_max + 1) + offset + d_max
+    return [features[i][near[i]] for i in range(len(spans))]
+
+
 class Apprentice:
     """Two-class multinomial naive Bayes over ⟨t, d⟩ (eqs. 1–2), grown instance by instance."""
 
@@ -81,6 +108,7 @@ class Apprentice:
         self.d_max = d_max
         self.counts = np.zeros((2, 0))  # [low, high] × feature
         self.instances = np.zeros(2)
+        self.split = HIGH  # the bucket boundary of the latest batch
 
     @property
     def trained(self) -> bool:
@@ -91,6 +119,7 @@ class Apprentice:
         ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets)."""
         if not features:
             return
+        self.split = threshold
         labels = (np.asarray(relevance) >= threshold).astype(int)
         matrix = _matrix(features, max(self.counts.shape[1], _width(features)))
         if matrix.shape[1] > self.counts.shape[1]:

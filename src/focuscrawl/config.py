@@ -130,6 +130,8 @@ class Learner(_Section):
 class Apprentice(_Section):
     d_max: int = Field(5, ge=0, le=50, description="largest DOM offset of a <term, offset> feature (Chakrabarti §3.4)")
     batch: int = Field(500, ge=1, description="pages fetched between trainings of the apprentice (§2.2)")
+    class_features: bool = Field(False, description="add the critic's class of the page and its prefixes (§3.8)")
+    cocitation: bool = Field(False, description="add <HIGH|LOW, d> of nearby links to judged pages (§2.2.3)")
 
 
 class Store(_Section):

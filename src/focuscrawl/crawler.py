@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from focuscrawl.apprentice import Apprentice, TermIds, link_features, median_score, pack, unpack
+from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
+                                   median_score, pack, unpack)
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.frontier import STRATEGIES, Frontier, Item
-from focuscrawl.learn import Critic, ModelError
+from focuscrawl.learn import Critic, Judgement, ModelError
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDirError, Store, content_hash
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
@@ -333,7 +334,7 @@ class Crawler:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
                 if follow:
-                    self._queue_links(item, page, relevance)
+                    self._queue_links(item, page, relevance, judgement)
             self.frontier.finish(item)
             self._record_host_state(item.host)
         self._lap("store", clock)
@@ -351,7 +352,7 @@ class Crawler:
         self.stage_seconds[stage] += now - since
         return now
 
-    def _queue_links(self, item: Item, page: Page, relevance: float | None) -> None:
+    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None) -> None:
         depth = item.depth + 1
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
@@ -365,8 +366,7 @@ class Crawler:
             found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
         features = None
         if self.apprentice is not None:
-            features = link_features(page.leaves, [(link.leaf_start, link.leaf_end) for link in page.links],
-                                     self.analyzer, self.term_ids, self.apprentice.d_max)
+            features = self._link_features(page, judgement)
             if self.apprentice.trained:
                 found = [(url, host, float(p), reason) for (url, host, _, reason), p in zip(found, self.apprentice.score(features))]
         targets = self.frontier.add(found, depth, item.url_id)
@@ -377,6 +377,22 @@ class Crawler:
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
         ])
+
+    def _link_features(self, page: Page, judgement: Judgement | None) -> list[np.ndarray]:
+        """The apprentice's features of every link of the page: ⟨t, d⟩, and the optional families."""
+        settings = self.config.apprentice
+        spans = [(link.leaf_start, link.leaf_end) for link in page.links]
+        features = link_features(page.leaves, spans, self.analyzer, self.term_ids, settings.d_max)
+        if settings.class_features and judgement is not None:
+            topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
+            page_classes = class_features(topic, self.term_ids, settings.d_max)
+            features = [np.concatenate([f, page_classes]) for f in features]
+        if settings.cocitation:
+            scores = self.store.relevance_of([link.url for link in page.links])
+            judged = {i: scores[link.url] >= self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}
+            features = [np.concatenate([f, c]) for f, c in
+                        zip(features, cocitation_features(spans, judged, self.term_ids, settings.d_max))]
+        return features
 
     def _train_apprentice(self) -> None:
         """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then

@@ -247,6 +247,17 @@ class Store:
     def record_link_features(self, rows: list[tuple[int, int, bytes]]) -> None:
         self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)", rows)
 
+    def relevance_of(self, urls: list[str]) -> dict[str, float]:
+        """The critic's score of those URLs already judged."""
+        found = {}
+        unique = list(dict.fromkeys(urls))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            found.update(self.db.execute(
+                "SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
+                f" WHERE d.relevance IS NOT NULL AND u.url IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def take_new_instances(self) -> list[tuple[bytes, float]]:
         """(features, critic score of the target) of links whose target has been judged since
         the last call; they are marked learnt (call inside :meth:`transaction`)."""
