@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+from contextlib import closing
 
 from pathlib import Path
 
@@ -189,9 +190,9 @@ def median_score(db: sqlite3.Connection) -> float:
 def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
     features of every link (u, v) whose both ends were judged, the critic's score of v, and u."""
-    db = open_existing(directory)
-    relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
-                                " WHERE d.relevance IS NOT NULL"))
+    with closing(open_existing(directory)) as db:
+        relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
+                                    " WHERE d.relevance IS NOT NULL"))
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []

@@ -23,7 +23,7 @@ from focuscrawl.crawler import Crawler, Progress, load_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
-from focuscrawl.evaluate.harness import run_eval
+from focuscrawl.evaluate.harness import EvalInterrupted, run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
 from focuscrawl.learn import LEARNERS, ModelError
@@ -328,6 +328,9 @@ def evaluate(
                            seeds_per_topic, only_topics=topic or None, progress=show)
     except (*USER_ERRORS, FileNotFoundError) as error:
         _fail(str(error))
+    except EvalInterrupted as error:
+        print(f"stopped: {error}", file=sys.stderr)
+        raise typer.Exit(130) from None
     report = write_report(results, out)
     summary = {name: {k: entry[k] for k in ("harvest_rate", "target_recall", "pages_per_second")}
                for name, entry in results["crawlers"].items()}

@@ -5,6 +5,7 @@ reference lines. Later issues add names here (apprentice, BINGO! retraining) and
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
     features, scores, _ = crawl_instances(baseline, crawler.analyzer, crawler.term_ids, crawler.apprentice.d_max)
-    crawler.apprentice.add(features, scores, median_score(open_existing(baseline)))
+    with closing(open_existing(baseline)) as db:
+        crawler.apprentice.add(features, scores, median_score(db))
 
 
 class _VisitedOnly:
@@ -66,9 +68,10 @@ class _VisitedOnly:
 
 def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
     _apprentice_offline(crawler, is_relevant, baseline)
-    db = open_existing(baseline)
-    crawler.rules = _VisitedOnly(crawler.rules, {url for (url,) in db.execute(
-        "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")})
+    with closing(open_existing(baseline)) as db:
+        visited = {url for (url,) in db.execute(
+            "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
+    crawler.rules = _VisitedOnly(crawler.rules, visited)
 
 
 OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 10**9}}  # never retrained

@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,10 @@ from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.topics import read_file_text
+
+
+class EvalInterrupted(Exception):
+    """A signal stopped a crawl of the evaluation."""
 
 
 class ServedTestWeb:
@@ -110,11 +115,11 @@ class Jury:
 
 def fetched_pages(directory: Path, is_relevant, is_target, jury: Jury | None = None) -> tuple[list[metrics.Fetched], float]:
     """HTML pages in fetch order with their truth, critic score and jury verdict; and pages/s."""
-    db = sqlite3.connect(directory / "crawl.db")
-    rows = db.execute(
-        "SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f JOIN documents d ON d.fetch_id = f.id"
-        " ORDER BY f.id"
-    ).fetchall()
+    with closing(sqlite3.connect(directory / "crawl.db")) as db:
+        rows = db.execute(
+            "SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f JOIN documents d ON d.fetch_id = f.id"
+            " ORDER BY f.id"
+        ).fetchall()
     if not rows:
         return [], 0.0
     texts = [text for *_, text in rows if text]
@@ -184,7 +189,9 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                         if spec.prepare:
                             baseline = out / "crawls" / spec.baseline / f"{topic_name}-{repeat}" if spec.baseline else None
                             spec.prepare(crawler, is_relevant, baseline)
-                        asyncio.run(crawler.run())
+                        if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C or SIGTERM: stop the evaluation
+                            raise EvalInterrupted(f"interrupted during {name} on {topic_name}; finished crawls are kept,"
+                                                  f" run the same command again to go on")
                     pages, rate = fetched_pages(directory, is_relevant, is_target, jury)
                     runs.append((pages, rate))
                     if progress:
@@ -205,7 +212,7 @@ def _finished_with(directory: Path, config) -> bool:
     it stopped instead of crawling everything again."""
     try:
         stored = load_config(directory / CONFIG_FILE)
-        with sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True) as db:
+        with closing(sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True)) as db:
             state = db.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
     except (ConfigError, sqlite3.Error, OSError):
         return False
