@@ -249,7 +249,7 @@ def test_cocitation_features_mark_judged_neighbours_by_offset():
 
     vocabulary = Vocabulary()
     spans = [(0, 0), (2, 2), (4, 5), (20, 20)]
-    features = cocitation_features(spans, {1: True, 3: False}, vocabulary, d_max=5)
+    features = cocitation_features(spans, ["/a", "/b", "/c", "/d"], {1: True, 3: False}, vocabulary, d_max=5)
     assert decoded(features[0], vocabulary) == [("§cocited:HIGH", 2)]
     assert decoded(features[1], vocabulary) == []  # its own target does not count
     assert decoded(features[2], vocabulary) == [("§cocited:HIGH", -2)]
@@ -265,3 +265,29 @@ def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
     both = special_terms(idiom_crawl("apprentice", 120, batch=40, name="both", class_features=True, cocitation=True))
     assert {"§class:/", "§class:/relevant", "§class:/other"} <= both
     assert "§cocited:LOW" in both  # the 'home' link next to the first box leads to the judged first hub
+
+
+def test_cocitation_never_tells_a_link_its_own_targets_judgement():
+    from focuscrawl.apprentice import cocitation_features
+
+    vocabulary = Vocabulary()
+    # a thumbnail and a title link to the same page, already judged high
+    features = cocitation_features([(0, 0), (1, 1)], ["/same", "/same"], {0: True, 1: True}, vocabulary)
+    assert [len(f) for f in features] == [0, 0]
+
+
+def test_features_never_learnt_are_no_evidence():
+    apprentice = Apprentice()
+    apprentice.add([np.array([0, 1]), np.array([9])], np.array([0.9, 0.1]))  # ids 2..8 went to other pages' terms
+    prior = apprentice.score([np.array([], dtype=np.int64)])[0]
+    assert apprentice.score([np.array([2, 3, 4, 5])])[0] == pytest.approx(prior)
+    assert apprentice.score([np.array([0, 3])])[0] > prior
+
+
+def test_ties_at_the_median_do_not_leave_a_bucket_empty():
+    apprentice = Apprentice()
+    apprentice.add([np.array([0]), np.array([1]), np.array([2])], np.array([0.0, 0.0, 0.7]), threshold=0.0)
+    assert list(apprentice.instances) == [2, 1]
+    apprentice = Apprentice()
+    apprentice.add([np.array([0]), np.array([1])], np.array([1.0, 1.0]), threshold=1.0)
+    assert list(apprentice.instances) == [0, 2]  # all equal: one bucket, the crawl stays best-first

@@ -144,7 +144,9 @@ def test_import_fetches_examples_skips_unreachable_ones_and_routes_pages_down_th
     model, warnings = _import(read_bookmarks(path), tmp_path / "taxonomy")
     assert any(w.startswith(example_server.url("/missing")) and "HTTP 404" in w for w in warnings), warnings
     tree = load_tree(tmp_path / "taxonomy")
-    assert tree.children[1].positives == [example_server.url("/painting")]  # the 404 is gone
+    # the 404 stays in the tree, to be tried again by 'topics train', but nothing was learnt from it
+    assert tree.children[1].positives == [example_server.url("/painting"), example_server.url("/missing")]
+    assert model.child("Science/Arts").examples[0] == 1
     lines = (tmp_path / "taxonomy" / "examples.jsonl").read_text().splitlines()
     assert len(lines) == 5 and all(json.loads(line)["text"] for line in lines)
 
@@ -228,3 +230,20 @@ def test_topics_train_after_editing_the_tree_uses_the_cached_examples(example_se
     model = TaxonomyModel.load(tmp_path / "t")
     assert model.min_features == 1  # the options of the first training
     assert model.assign(page).topic is None and model.assign(page + " by Monet").topic == "Root/Arts"
+
+
+def test_tree_files_with_bad_names_or_shapes_are_refused(tmp_path):
+    for tree, message in (({"name": "A/B", "children": []}, "holds a '/'"),
+                          ({"name": "R", "children": [{"name": "X"}, {"name": "X"}]}, "two subtopics share a name"),
+                          ({"name": "R", "positives": "http://a.test/"}, "positives must be a list")):
+        (tmp_path / "taxonomy.yml").write_text(yaml.safe_dump(tree))
+        with pytest.raises(TaxonomyError, match=message):
+            load_tree(tmp_path)
+
+
+def test_folder_names_with_slashes_and_twins_stay_distinct_topics(tmp_path):
+    root = Node("Root", negatives=["x"], children=[Node("News/Politics", ["a"]), Node("Art", ["b"]), Node("Art", ["c"])])
+    from focuscrawl.topics import _fold_others
+
+    folded = _fold_others(root)
+    assert [c.name for c in folded.children] == ["News-Politics", "Art", "Art (2)"]

@@ -40,13 +40,15 @@ class TermIds:
     """term -> id, persisted in the crawl database as terms appear (inside the page's transaction)."""
 
     def __init__(self, db: sqlite3.Connection):
+        """Build again after a rolled-back transaction: the ids it gave out were lost with it."""
         self.db = db
         self.ids = dict(db.execute("SELECT term, id FROM apprentice_terms"))
+        self.next_id = max(self.ids.values(), default=-1) + 1
 
     def __call__(self, terms: list[str]) -> list[int]:
         new = [t for t in dict.fromkeys(terms) if t not in self.ids]
         if new:
-            start = len(self.ids)
+            start, self.next_id = self.next_id, self.next_id + len(new)
             self.ids.update((t, start + i) for i, t in enumerate(new))
             self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", [(t, self.ids[t]) for t in new])
         return [self.ids[t] for t in terms]
@@ -83,10 +85,11 @@ def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
     return np.array(term_ids(names), dtype=np.int64) * (2 * d_max + 1) + d_max
 
 
-def cocitation_features(spans: list[tuple[int, int]], judged: dict[int, bool], term_ids, d_max: int = 5) -> list[np.ndarray]:
-    """§2.2.3: for link i, every other link j of the page within d_max leaves whose target was
-    already judged gives ⟨HIGH|LOW, d⟩, d the DOM offset of j's anchor from i's. ``judged``: link
-    index -> whether its target was judged high."""
+def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool], term_ids,
+                        d_max: int = 5) -> list[np.ndarray]:
+    """§2.2.3: for link i, every link j of the page to another target, within d_max leaves, whose
+    target was already judged gives ⟨HIGH|LOW, d⟩, d the DOM offset of j's anchor from i's.
+    ``judged``: link index -> whether its target was judged high."""
     empty = np.zeros(0, dtype=np.int64)
     if not judged:
         return [empty] * len(spans)
@@ -97,7 +100,8 @@ def cocitation_features(spans: list[tuple[int, int]], judged: dict[int, bool], t
     starts = np.array([s for s, _ in spans])[:, None]
     ends = np.array([e for _, e in spans])[:, None]
     offset = np.where(other_start < starts, other_start - starts, np.where(other_start > ends, other_start - ends, 0))
-    near = (np.abs(offset) <= d_max) & (others[None, :] != np.arange(len(spans))[:, None])
+    target = np.array(targets, dtype=object)
+    near = (np.abs(offset) <= d_max) & (target[others][None, :] != target[:, None])  # never a link's own target
     features = term[None, :] * (2 * d_max + 1) + offset + d_max
     return [features[i][near[i]] for i in range(len(spans))]
 
@@ -121,7 +125,11 @@ class Apprentice:
         if not features:
             return
         self.split = threshold
-        labels = (np.asarray(relevance) >= threshold).astype(int)
+        relevance = np.asarray(relevance)
+        labels = relevance > threshold  # ties at the median go low (many pages may share the lowest score) ...
+        if labels.all() or not labels.any():
+            labels = relevance >= threshold  # ... unless that leaves one bucket empty
+        labels = labels.astype(int)
         matrix = _matrix(features, max(self.counts.shape[1], _width(features)))
         if matrix.shape[1] > self.counts.shape[1]:
             self.counts = np.pad(self.counts, ((0, 0), (0, matrix.shape[1] - self.counts.shape[1])))
@@ -129,16 +137,28 @@ class Apprentice:
             rows = matrix[labels == label]
             self.counts[label] += np.asarray(rows.sum(axis=0)).ravel()
             self.instances[label] += rows.shape[0]
+        self._weights = None
+
+    def _log_ratio(self) -> np.ndarray:
+        """log q_high,t − log q_low,t (eq. 1) for every feature; 0 for features never seen in
+        training, which are no evidence either way (cached until the next ``add``)."""
+        if getattr(self, "_weights", None) is None:
+            seen = self.counts.sum(axis=0) > 0
+            vocabulary = max(int(seen.sum()), 1)  # |T| of eq. 1
+            log_q = np.log1p(self.counts) - np.log(vocabulary + self.counts.sum(axis=1, keepdims=True))
+            self._weights = np.where(seen, log_q[1] - log_q[0], 0.0)
+        return self._weights
 
     def score(self, features: list[np.ndarray]) -> np.ndarray:
-        """Pr(high | link) for each link (the prior alone for a link without features)."""
+        """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
         if not features:
             return np.zeros(0)
-        vocabulary = max(int(np.count_nonzero(self.counts.sum(axis=0))), 1)  # |T| of eq. 1
-        log_q = np.log1p(self.counts) - np.log(vocabulary + self.counts.sum(axis=1, keepdims=True))
         matrix = _matrix(features, self.counts.shape[1], drop_unknown=True)
-        log_odds = (matrix @ (log_q[1] - log_q[0])) + np.log(self.instances[1] / self.instances[0])
+        log_odds = (matrix @ self._log_ratio()) + np.log(self.instances[1] / self.instances[0])
         return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_weights"}
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -190,9 +210,11 @@ def median_score(db: sqlite3.Connection) -> float:
 def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
     features of every link (u, v) whose both ends were judged, the critic's score of v, and u."""
-    with closing(open_existing(directory)) as db:
-        relevance = dict(db.execute("SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id"
-                                    " WHERE d.relevance IS NOT NULL"))
+    with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
+        relevance = dict(db.execute(
+            "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
+            " UNION ALL SELECT f.final_url, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
+            " WHERE d.relevance IS NOT NULL"))
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []
@@ -200,7 +222,8 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -
         with open(path, "rb") as handle:
             for record in ArchiveIterator(handle):
                 url = record.rec_headers.get_header("WARC-Target-URI")
-                if record.rec_type != "response" or url not in relevance:
+                if record.rec_type != "response" or url not in relevance or not record.http_headers \
+                        or not record.http_headers.get_statuscode().startswith("2"):
                     continue
                 try:
                     page = parse_html(record.content_stream().read(), url)

@@ -287,6 +287,8 @@ class Crawler:
         """The page's transaction was rolled back: bring the frontier's memory back in line
         with the database, then record the URL as failed so it is not fetched again."""
         self.frontier.resync()
+        if self.apprentice is not None:
+            self.term_ids = TermIds(self.store.db)  # ids handed out in the lost transaction are gone
         failed = Response(url=item.url, final_url=item.url, started_at=started_at,
                           error="internal error while handling the page (see crawl.log)")
         with self.store.transaction():
@@ -339,7 +341,12 @@ class Crawler:
             self._record_host_state(item.host)
         self._lap("store", clock)
         if self.apprentice is not None and self.frontier.done % self.config.apprentice.batch == 0:
-            self._train_apprentice()
+            try:
+                self._train_apprentice()
+            except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
+                log.exception("apprentice: training failed; continuing with the saved model")
+                saved = self.store.load_model("apprentice")
+                self.apprentice = Apprentice.loads(saved) if saved else Apprentice(self.config.apprentice.d_max)
         self._count(response, relevance)
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
@@ -389,9 +396,9 @@ class Crawler:
             features = [np.concatenate([f, page_classes]) for f in features]
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
-            judged = {i: scores[link.url] >= self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}
-            features = [np.concatenate([f, c]) for f, c in
-                        zip(features, cocitation_features(spans, judged, self.term_ids, settings.d_max))]
+            judged = {i: scores[link.url] > self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}
+            cocited = cocitation_features(spans, [link.url for link in page.links], judged, self.term_ids, settings.d_max)
+            features = [np.concatenate([f, c]) for f, c in zip(features, cocited)]
         return features
 
     def _train_apprentice(self) -> None:

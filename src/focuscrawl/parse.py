@@ -138,7 +138,10 @@ def meta_refresh(root: etree._Element, base: str) -> str | None:
     for meta in root.iterfind(".//meta[@http-equiv][@content]"):
         if meta.get("http-equiv").strip().lower() != "refresh":
             continue
-        delay, target = REFRESH_CONTENT.match(meta.get("content")).groups()
+        content = meta.get("content")
+        if not content.lstrip()[:1].isdigit() and not content.lstrip().startswith("."):
+            return None  # WHATWG: a refresh starts with its delay
+        delay, target = REFRESH_CONTENT.match(content).groups()
         target = target.strip().strip("'\"").strip()
         if target and int(delay or 0) <= REFRESH_REDIRECT_SECONDS:
             url = resolve_href(base, target)

@@ -67,12 +67,20 @@ class Node:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "taxonomy") -> Node:
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
             raise TaxonomyError(f"{where}: a node needs a name")
-        children = data.get("children") or []
-        return cls(data["name"], list(data.get("positives") or []), list(data.get("negatives") or []),
-                   list(data.get("indicators") or []),
-                   [cls.from_dict(child, f"{where}/{data['name']}") for child in children])
+        name = data["name"]
+        if "/" in name:
+            raise TaxonomyError(f"{where}: topic name {name!r} holds a '/' (it separates topics in paths)")
+        for key in ("positives", "negatives", "indicators", "children"):
+            if not isinstance(data.get(key) or [], list):
+                raise TaxonomyError(f"{where}/{name}: {key} must be a list")
+        children = [cls.from_dict(child, f"{where}/{name}") for child in data.get("children") or []]
+        names = [child.name for child in children]
+        if len(set(names)) < len(names):
+            raise TaxonomyError(f"{where}/{name}: two subtopics share a name")
+        return cls(name, list(data.get("positives") or []), list(data.get("negatives") or []),
+                   list(data.get("indicators") or []), children)
 
 
 def save_tree(root: Node, directory: Path) -> Path:
@@ -211,7 +219,7 @@ class TaxonomyModel:
                 if relevance is None:
                     best_probability = max(best_probability, probability)
                 if (confidence > self.threshold and confidence > best_confidence
-                        and len(child.indicators & counts.keys()) >= (self.min_features if child.indicators else 0)):
+                        and len(child.indicators & counts.keys()) >= min(self.min_features, len(child.indicators))):
                     best, best_confidence = child, confidence
             if relevance is None:
                 relevance = best_probability

@@ -218,6 +218,7 @@ def _fold_others(root: Node, warn=None) -> Node:
     warn = warn or log.warning
 
     def fold(node: Node, path: str) -> Node | None:
+        node.name = node.name.replace("/", "-")  # '/' separates topics in paths
         kept = []
         for child in node.children:
             if child.name.upper() == OTHERS:
@@ -226,6 +227,11 @@ def _fold_others(root: Node, warn=None) -> Node:
             folded = fold(child, f"{path}/{child.name}")
             if folded is not None:
                 kept.append(folded)
+        seen: dict[str, int] = {}
+        for child in kept:  # two folders of one name stay two topics
+            seen[child.name] = seen.get(child.name, 0) + 1
+            if seen[child.name] > 1:
+                child.name = f"{child.name} ({seen[child.name]})"
         node.children = kept
         if not node.positives and not node.children and path != root.name:
             warn(f"{path}: empty (no examples, no subtopics): left out")
@@ -270,12 +276,12 @@ async def train_taxonomy(directory: Path, fetcher: Fetcher, warn=None, **model_o
                 if entry not in texts:
                     found = await read_examples([entry], f"{path} {kind}", fetcher, warn)
                     texts.update(found)
-                    kept += list(found)  # a folder or URL list becomes its pages
+                    kept += list(found) or [entry]  # a folder or URL list becomes its pages; a failure stays to retry
                 else:
                     kept.append(entry)
             setattr(node, kind, kept)
     save_tree(root, directory)
-    used = {e for _, node in root.walk() for e in node.positives + node.negatives}
+    used = {e for _, node in root.walk() for e in node.positives + node.negatives if e in texts}
     with open(cache_file, "w", encoding="utf-8") as handle:
         for entry in sorted(used):
             handle.write(json.dumps({"example": entry, "text": texts[entry]}, ensure_ascii=False) + "\n")

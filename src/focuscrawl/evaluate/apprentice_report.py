@@ -15,8 +15,8 @@ v; pages u are split 70/30 into training and held-out by a hash of their URL.
 from __future__ import annotations
 
 import json
-import sqlite3
 import zlib
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +62,11 @@ def _accuracy(features, labels, held_out, d_max: int, plain: bool) -> dict:
     apprentice = Apprentice(WIDEST)
     split = float(np.median(labels))
     apprentice.add([f for f, h in zip(window, held_out) if not h], labels[~held_out], split)
+    if not apprentice.trained:
+        return {"d_max": d_max, "high": None, "low": None, "average": None}
     test = [f for f, h in zip(window, held_out) if h]
     predicted = apprentice.score(test) >= HIGH
-    actual = labels[held_out] >= split
+    actual = labels[held_out] > split if 0 < (labels > split).sum() < len(labels) else labels[held_out] >= split
 
     def share(mask: np.ndarray) -> float | None:
         return float(np.mean(predicted[mask] == actual[mask])) if mask.any() else None
@@ -76,6 +78,8 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
     width = 2 * WIDEST + 1
     rows = np.repeat(np.arange(len(features)), [len(f) for f in features])
     columns = np.concatenate(features) if features else np.zeros(0, dtype=np.int64)
+    if not len(columns):
+        return {}
     present = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), int(columns.max()) + 1))
     present.data[:] = 1
     df = np.asarray(present.sum(axis=0)).ravel()
@@ -88,7 +92,11 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
 
 
 def _frontier_priorities(directory: Path) -> dict | None:
-    db = open_existing(directory)
+    with closing(open_existing(directory)) as db:
+        return _priorities(db)
+
+
+def _priorities(db) -> dict | None:
     saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
     if saved is None:
         return None

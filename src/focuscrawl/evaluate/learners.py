@@ -80,6 +80,8 @@ def compare(testweb: Path, topics_file: Path, learners: list[str] | None = None,
     per_topic: dict[str, dict[str, dict]] = {name: {} for name in learners}
     for topic in truth.topics:
         texts, labels = topic_examples(webmap, truth, topic, positives, rng)
+        if min(labels.count(1), labels.count(0)) < folds:
+            raise ConfigError(f"topic {topic}: fewer than {folds} readable examples of a class for {folds}-fold validation")
         for name in learners:
             per_topic[name][topic] = cross_validate(name, texts, labels, folds, seed, **options)
             if progress:
