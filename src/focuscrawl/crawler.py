@@ -451,6 +451,8 @@ class Crawler:
         anchor or leaf span)."""
         reason = self.rules.rejection(target)
         (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id)
+        if self.apprentice is not None:
+            self.store.retarget_link_features(item.url_id, target_id)
         self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
 
     def _record_host_state(self, name: str) -> None:

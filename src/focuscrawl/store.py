@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS hosts (
     status TEXT NOT NULL,
     crawl_delay REAL
 );
-CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of links to unfetched pages
+CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of every admissible link
     source_id INTEGER NOT NULL,
     target_id INTEGER NOT NULL,
     features BLOB NOT NULL,  -- uint32 ids
@@ -274,6 +274,10 @@ class Store:
             "SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
             f" WHERE u.state = {QUEUED} ORDER BY lf.target_id"
         )
+
+    def retarget_link_features(self, old_target: int, new_target: int) -> None:
+        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
+        self.db.execute("UPDATE link_features SET target_id = ? WHERE target_id = ?", (new_target, old_target))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
