@@ -266,6 +266,7 @@ def testweb_serve(
     latency: float = typer.Option(0.0, "--latency", help="seconds before each answer"),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="bytes per second per response"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON line when ready"),
+    hostmap: Optional[Path] = typer.Option(None, "--hostmap", help="where to write the host map (default DIR/hostmap.yml)"),
 ) -> None:
     """Serve every site on 127.0.0.1 and write DIR/hostmap.yml for crawl configs."""
     try:
@@ -280,7 +281,7 @@ def testweb_serve(
             print(f"serving {len(webmap.hosts())} sites on http://127.0.0.1:{bound}/ — host map: {hostmap}", flush=True)
 
     try:
-        asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready))
+        asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready, hostmap))
     except KeyboardInterrupt:
         pass
 

@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
@@ -33,10 +34,15 @@ class EvalInterrupted(Exception):
 
 
 class ServedTestWeb:
-    """The test web served by a child process for the duration of an evaluation."""
+    """The test web served by a child process for the duration of an evaluation. Its host map
+    goes to a private file: DIR/hostmap.yml announces only servers started by the user, so a
+    second evaluation never depends on a server the first will stop."""
 
     def __init__(self, directory: Path, latency: float = 0.0, bandwidth: float | None = None):
-        command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--port", "0", "--json"]
+        self._hostmap = tempfile.NamedTemporaryFile(prefix="focuscrawl-hostmap-", suffix=".yml", delete=False)
+        self._hostmap.close()
+        command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--port", "0", "--json",
+                   "--hostmap", self._hostmap.name]
         if latency:
             command += ["--latency", str(latency)]
         if bandwidth:
@@ -51,6 +57,7 @@ class ServedTestWeb:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait()
+        Path(self._hostmap.name).unlink(missing_ok=True)
 
 
 def _listening(port: int) -> bool:

@@ -55,21 +55,21 @@ async def _throttled(request: web.Request, path: Path, bandwidth: float) -> web.
     return response
 
 
-def write_host_map(webmap: WebMap, port: int) -> Path:
-    """``DIR/hostmap.yml``: the ``host_map`` section a crawl config needs to reach every site."""
-    path = webmap.directory / "hostmap.yml"
+def write_host_map(webmap: WebMap, port: int, path: Path | None = None) -> Path:
+    """``DIR/hostmap.yml`` (or ``path``): the ``host_map`` section a crawl config needs to reach every site."""
+    path = path or webmap.directory / "hostmap.yml"
     data = {"hosts": {host: f"127.0.0.1:{port}" for host in webmap.hosts()}, "https_to_http": True}
     path.write_text(yaml.safe_dump(data, sort_keys=True))
     return path
 
 
 async def serve(webmap: WebMap, port: int = 0, latency: float = 0.0, bandwidth: float | None = None,
-                ready=None) -> None:
+                ready=None, hostmap: Path | None = None) -> None:
     runner = web.AppRunner(make_app(webmap, latency, bandwidth), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
     port = runner.addresses[0][1]
-    hostmap = write_host_map(webmap, port)
+    hostmap = write_host_map(webmap, port, hostmap)
     if ready:
         ready(port, hostmap)
     try:
