@@ -27,7 +27,7 @@ def main() -> None:
     server = ServedTestWeb(args.testweb)
     try:
         run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
-                              "--port", str(server.info["port"]), "--pages", str(args.pages),
+                              "--port", str(server.info["port"]), "--hostmap", server.info["hostmap"], "--pages", str(args.pages),
                               "--concurrency", str(args.concurrency)], capture_output=True, text=True, check=True)
     finally:
         server.close()

@@ -50,11 +50,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--testweb", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--hostmap", type=Path, required=True, help="the host map the test web server wrote")
     parser.add_argument("--pages", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
     topics = yaml.safe_load((args.testweb / "topics.yml").read_text())["topics"]
-    hosts = set(yaml.safe_load((args.testweb / "hostmap.yml").read_text())["hosts"])
+    hosts = set(yaml.safe_load(args.hostmap.read_text())["hosts"])
     seeds = next(iter(topics.values()))["seeds"]
     process = CrawlerProcess(settings={
         "LOG_LEVEL": "ERROR",
