@@ -190,11 +190,11 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
                     data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, concurrency)
                     config = validate_config(data, f"{name}/{topic_name}")
-                    if not _finished_with(directory, config):
+                    baseline = out / "crawls" / spec.baseline / f"{topic_name}-{repeat}" if spec.baseline else None
+                    if not _finished_with(directory, config, baseline):
                         shutil.rmtree(directory, ignore_errors=True)
                         crawler = Crawler.create(config, directory)
                         if spec.prepare:
-                            baseline = out / "crawls" / spec.baseline / f"{topic_name}-{repeat}" if spec.baseline else None
                             spec.prepare(crawler, is_relevant, baseline)
                         if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C or SIGTERM: stop the evaluation
                             raise EvalInterrupted(f"interrupted during {name} on {topic_name}; finished crawls are kept,"
@@ -213,21 +213,28 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     return results
 
 
-def _finished_with(directory: Path, config) -> bool:
+def _finished_with(directory: Path, config, baseline: Path | None = None) -> bool:
     """Whether ``directory`` holds a finished crawl of the same configuration (the test web's
-    port aside), so that an interrupted ``eval`` run again on the same ``--out`` goes on where
-    it stopped instead of crawling everything again."""
+    port aside) — and, for a crawler that learns from a baseline crawl, one made after that
+    crawl — so that an interrupted ``eval`` run again on the same ``--out`` goes on where it
+    stopped instead of crawling everything again."""
     try:
         stored = load_config(directory / CONFIG_FILE)
-        with closing(sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True)) as db:
-            state = db.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
-    except (ConfigError, sqlite3.Error, OSError):
+        meta = _meta(directory)
+        if baseline is not None and not float(meta["created_at"]) > float(_meta(baseline)["stopped_at"]):
+            return False
+    except (ConfigError, sqlite3.Error, OSError, KeyError, ValueError):
         return False
 
     def comparable(c) -> dict:
         return c.model_dump(mode="json", exclude={"host_map"})
 
-    return state == ("finished",) and comparable(stored) == comparable(config)
+    return meta.get("state") == "finished" and comparable(stored) == comparable(config)
+
+
+def _meta(directory: Path) -> dict:
+    with closing(sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True)) as db:
+        return dict(db.execute("SELECT key, value FROM meta"))
 
 
 def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int, budget: int) -> dict:
