@@ -61,3 +61,16 @@ def test_overlap_is_relative_to_the_smaller_crawl():
     assert overlap({"a", "b", "c", "d"}, {"c", "d"}) == 1.0
     assert overlap({"a", "b"}, {"b", "c"}) == 0.5
     assert overlap(set(), {"a"}) is None
+
+
+def test_seeds_per_topic_takes_a_fixed_subset_of_seeds_and_examples():
+    from focuscrawl.evaluate.harness import crawl_config
+
+    topic = {"seeds": [f"http://a.test/{i}" for i in range(20)], "negatives": [f"http://b.test/{i}" for i in range(40)]}
+    host_map = {"hosts": {"a.test": "127.0.0.1:1", "b.test": "127.0.0.1:1"}}
+    first = crawl_config(topic, {}, 100, host_map, 5, 4)
+    again = crawl_config(topic, {}, 100, host_map, 5, 4)
+    assert first["seeds"] == again["seeds"] and len(first["seeds"]) == 5  # the same K on every run
+    assert set(first["seeds"]) <= set(topic["seeds"])
+    assert first["topic"]["positive"] == first["seeds"] and len(first["topic"]["negative"]) == 10
+    assert len(crawl_config(topic, {}, 100, host_map, None, 4)["seeds"]) == 20
