@@ -27,7 +27,7 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.frontier import STRATEGIES, Frontier, Item
-from focuscrawl.learn import Critic, Judgement, ModelError
+from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDirError, Store, content_hash
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
@@ -105,12 +105,7 @@ def load_critic(path: Path) -> Critic | TaxonomyModel:
         if found is None:
             raise ModelError(f"{path}: no model here (neither a crawl with a critic nor a 'topics import' folder)")
         path = found
-    try:
-        return Critic.load(path)
-    except ModelError as error:
-        if "not a critic" not in str(error):
-            raise
-    return TaxonomyModel.load(path)
+    return load_model(path, (Critic, TaxonomyModel), "a critic or a taxonomy model")
 
 
 class Crawler:

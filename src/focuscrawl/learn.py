@@ -286,18 +286,28 @@ class Critic:
         return Judgement(relevance, preview=topic_preview(page.leaves, weights, analyzer) or None)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)
+        save_model(self, path)
 
     @staticmethod
     def load(path: Path) -> Critic:
-        try:
-            critic = pickle.loads(Path(path).read_bytes())
-        except OSError as err:
-            raise ModelError(f"{path}: cannot read model: {err.strerror}") from None
-        except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
-            raise ModelError(f"{path}: not a usable model: {type(err).__name__}: {err}") from None
-        if not isinstance(critic, Critic):
-            raise ModelError(f"{path}: holds a {type(critic).__name__}, not a critic")
-        return critic
+        return load_model(path, (Critic,), "a critic")
+
+
+def save_model(model, path: Path) -> None:
+    """Pickle atomically: a crash never leaves half a model behind."""
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.replace(path)
+
+
+def load_model(path: Path, kinds: tuple[type, ...], what: str):
+    """A pickled model of one of ``kinds``; anything else is a ModelError naming the file."""
+    try:
+        model = pickle.loads(Path(path).read_bytes())
+    except OSError as err:
+        raise ModelError(f"{path}: cannot read model: {err.strerror}") from None
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise ModelError(f"{path}: not a usable model: {type(err).__name__}: {err}") from None
+    if not isinstance(model, kinds):
+        raise ModelError(f"{path}: holds a {type(model).__name__}, not {what}")
+    return model

@@ -16,7 +16,6 @@ indicator keywords, fewer than N_w of them — is not accepted there.
 
 from __future__ import annotations
 
-import pickle
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 import yaml
 from scipy import sparse
 
-from focuscrawl.learn import Judgement, ModelError, PlattSVM
+from focuscrawl.learn import Judgement, PlattSVM, load_model, save_model
 from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf, topic_preview
 
 OTHERS = "OTHERS"
@@ -249,24 +248,12 @@ class TaxonomyModel:
         return topic_preview(leaves, child.weights, self.analyzer, sentences) if child is not None else ""
 
     def save(self, path: Path) -> None:
-        tmp = Path(path).with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)
+        save_model(self, path)
 
     @staticmethod
     def load(path: Path) -> TaxonomyModel:
         path = Path(path)
-        if path.is_dir():
-            path = path / MODEL_FILE
-        try:
-            model = pickle.loads(path.read_bytes())
-        except OSError as err:
-            raise ModelError(f"{path}: cannot read model: {err.strerror}") from None
-        except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
-            raise ModelError(f"{path}: not a usable model: {type(err).__name__}: {err}") from None
-        if not isinstance(model, TaxonomyModel):
-            raise ModelError(f"{path}: holds a {type(model).__name__}, not a taxonomy model")
-        return model
+        return load_model(path / MODEL_FILE if path.is_dir() else path, (TaxonomyModel,), "a taxonomy model")
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

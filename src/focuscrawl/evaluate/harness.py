@@ -60,6 +60,15 @@ class ServedTestWeb:
         Path(self._hostmap.name).unlink(missing_ok=True)
 
 
+def read_topics(topics_file: Path, only: list[str] | None = None) -> dict:
+    """The topics of a ``testweb topics`` file, or only the named ones (an unknown name is an error)."""
+    topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
+    missing = [t for t in only or [] if t not in topics]
+    if missing:
+        raise ConfigError(f"--topic: not in {topics_file}: {', '.join(missing)}")
+    return {name: topics[name] for name in only} if only else topics
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
@@ -153,12 +162,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
             if needed not in ordered:
                 ordered.append(needed)
     crawler_names = ordered
-    topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
-    if only_topics:
-        missing = [t for t in only_topics if t not in topics]
-        if missing:
-            raise ConfigError(f"--topic: not in {topics_file}: {', '.join(missing)}")
-        topics = {name: topics[name] for name in only_topics}
+    topics = read_topics(topics_file, only_topics)
     webmap = WebMap(testweb)
     truth = Truth(webmap, topics)
     resolver = Resolver(webmap)

@@ -14,12 +14,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import yaml
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from focuscrawl.config import ConfigError
 from focuscrawl.evaluate import metrics
+from focuscrawl.evaluate.harness import read_topics
 from focuscrawl.learn import LEARNERS, Critic
 from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.webmap import WebMap
@@ -68,12 +68,7 @@ def compare(testweb: Path, topics_file: Path, learners: list[str] | None = None,
     unknown = [name for name in learners if name not in LEARNERS]
     if unknown:
         raise ConfigError(f"--learners: unknown {', '.join(unknown)} (known: {', '.join(LEARNERS)})")
-    definitions = yaml.safe_load(Path(topics_file).read_text())["topics"]
-    if only_topics:
-        missing = [t for t in only_topics if t not in definitions]
-        if missing:
-            raise ConfigError(f"--topic: not in {topics_file}: {', '.join(missing)}")
-        definitions = {name: definitions[name] for name in only_topics}
+    definitions = read_topics(topics_file, only_topics)
     webmap = WebMap(testweb)
     truth = Truth(webmap, definitions)
     rng = random.Random(seed)
