@@ -164,7 +164,7 @@ def resolve_href(base: str, href: str) -> str | None:
     href = href.strip()
     if not href or href.lower().startswith(UNFOLLOWABLE):
         return None
-    if href[0] != "?":  # a path resolves against the base's folder: share the work across its pages
+    if href[0] != "?" and not href.startswith("//"):  # a path resolves against the base's folder: share the work
         base = _folder(base)
     return _join(base, href.partition("#")[0])
 
