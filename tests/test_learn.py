@@ -261,3 +261,43 @@ def test_decision_function_orders_pages_like_the_probability(classifier):
     assert margins[0] > margins[1]
     strict = probabilities[:, None] < probabilities[None, :]  # where Pr differs, the margin agrees
     assert np.all((margins[:, None] < margins[None, :])[strict])
+
+
+@pytest.mark.parametrize("classifier", ["nb-multinomial", "svm-linear", "svm-poly2", "svm-poly3", "nn-2", "nn-16"])
+def test_fast_scoring_equals_scikit_learns_own(classifier):
+    """The learners score one page without scikit-learn's checks; the numbers must not change."""
+    from sklearn.naive_bayes import MultinomialNB
+    from sklearn.neural_network import MLPClassifier
+
+    critic = Critic(classifier).fit(NETWORK, BAKING)
+    pages = critic.model_[:-1].transform(NETWORK + BAKING + [ON_TOPIC, OFF_TOPIC, ""])
+    learner = critic.model_[-1]
+    if classifier.startswith("svm"):
+        ours, theirs = learner.decision_function(pages), learner.svm_.decision_function(pages)
+    elif classifier.startswith("nn"):
+        ours, theirs = learner.predict_proba(pages), MLPClassifier.predict_proba(learner, pages)
+    else:
+        ours, theirs = learner.predict_proba(pages), MultinomialNB.predict_proba(learner, pages)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_term_counts_equal_scikit_learns_count_vectorizer():
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    from focuscrawl.text import Analyzer, TermCounts
+
+    texts = NETWORK + BAKING + [ON_TOPIC + " Sockets, SOCKETS and sockets' states", ""]
+    ours, theirs = TermCounts(Analyzer()), CountVectorizer(analyzer=Analyzer())
+    ours_matrix, theirs_matrix = ours.fit_transform(texts[:8]), theirs.fit_transform(texts[:8])
+    assert list(ours.get_feature_names_out()) == list(theirs.get_feature_names_out())
+    assert (ours_matrix != theirs_matrix).nnz == 0
+    assert (ours.transform(texts[8:]) != theirs.transform(texts[8:])).nnz == 0  # unseen terms dropped
+
+
+def test_pant_tfidf_unit_rows_have_length_one_and_the_same_direction():
+    counts = sparse.csr_matrix(np.array([[3, 1, 0, 2], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]]))
+    plain, unit = PantTfidf().fit(counts), PantTfidf(unit=True).fit(counts)
+    rows, unit_rows = plain.transform(counts).toarray(), unit.transform(counts).toarray()
+    lengths = np.linalg.norm(rows, axis=1)
+    np.testing.assert_allclose(np.linalg.norm(unit_rows, axis=1), (lengths > 0).astype(float))
+    np.testing.assert_allclose(unit_rows[lengths > 0], rows[lengths > 0] / lengths[lengths > 0, None])

@@ -1,4 +1,5 @@
 import pickle
+from collections import Counter
 
 import pytest
 
@@ -91,3 +92,22 @@ def test_stopword_score_of_text_without_stop_words_is_zero():
 def test_unknown_language_raises_value_error(use):
     with pytest.raises(ValueError, match="'xx'"):
         use()
+
+
+def test_term_frequencies_equal_counting_the_terms():
+    text = ("Sockets, SOCKETS and the socket's states; running runners run. Straße, Straßen, café "
+            "x 42 h2o — the connections connected connecting") * 3
+    analyzer = Analyzer()
+    assert analyzer.term_frequencies(text) == Counter(analyzer.terms(text))
+    assert Analyzer(stem=False).term_frequencies(text) == Counter(Analyzer(stem=False).terms(text))
+
+
+def test_stem_cache_that_fills_up_starts_again_with_the_same_stems(monkeypatch):
+    import focuscrawl.text
+
+    monkeypatch.setattr(focuscrawl.text, "STEM_CACHE_SIZE", 5)
+    analyzer = Analyzer()
+    first = analyzer.terms("connections connected connecting runners running dogs cats houses")
+    assert len(analyzer._stems) <= 8
+    assert analyzer.terms("connections connected connecting runners running dogs cats houses") == first
+    assert first == Analyzer().terms("connections connected connecting runners running dogs cats houses")

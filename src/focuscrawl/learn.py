@@ -10,19 +10,17 @@ from typing import get_args
 
 import numpy as np
 from scipy import optimize, sparse
-from scipy.special import logsumexp
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import Normalizer
 from sklearn.svm import SVC
 
 from focuscrawl.config import Classifier
-from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, topic_preview
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, TermCounts, topic_preview
 
 LEARNERS = get_args(Classifier)
 
@@ -48,39 +46,36 @@ def make_classifier(name: str, analyzer: Analyzer, learning_rate: float = 0.2, e
     first keeps BINGO!'s ``features`` best of the ``candidates`` most frequent topic terms."""
     if name not in LEARNERS:
         raise ValueError(f"unknown classifier {name!r} (known: {', '.join(LEARNERS)})")
-    steps = [("counts", CountVectorizer(analyzer=analyzer))]
+    steps = [("counts", TermCounts(analyzer))]
     if selection:
         steps.append(("select", FeatureSelector(selection, features, candidates)))
     family, _, variant = name.partition("-")
     if name == "nb-multinomial":
         # Chakrabarti eqs. 1-2: multinomial over term counts, Laplace smoothing
-        return Pipeline([*steps, ("nb", MultinomialNB(alpha=1.0))])
-    steps.append(("tfidf", PantTfidf()))
+        return Pipeline([*steps, ("nb", MultinomialNaiveBayes(alpha=1.0))])
     if family == "nb":
         # Pant §4.2: per-term class densities, normal (MLE mean and variance) or a Gaussian kernel
         # on every training value with σ = 1/√n (John & Langley 1995)
-        return Pipeline([*steps, ("nb", NormalNB() if variant == "normal" else KernelNB())])
+        return Pipeline([*steps, ("tfidf", PantTfidf()), ("nb", NormalNB() if variant == "normal" else KernelNB())])
     if family == "svm":
-        # Pant §4.3: polynomial kernels of degree 1, 2, 3, C = 1, Platt's sigmoid on the outputs
+        # Pant §4.3: polynomial kernels of degree 1, 2, 3, C = 1, Platt's sigmoid on the outputs.
+        # Weka's SMO scales attributes to [0, 1] before a polynomial kernel; unit rows bound it alike
         degree = 1 if variant == "linear" else int(variant[-1])
-        if degree > 1:  # Weka's SMO scales attributes to [0, 1] before the kernel; unit rows bound it alike
-            steps.append(("unit", Normalizer()))
         kernel = {"kernel": "linear"} if degree == 1 else {"kernel": "poly", "degree": degree}
-        return Pipeline([*steps, ("svm", PlattSVM(C=1.0, **kernel))])
+        return Pipeline([*steps, ("tfidf", PantTfidf(unit=degree > 1)), ("svm", PlattSVM(C=1.0, **kernel))])
     # Pant §4.4: three layers, 2/4/16 sigmoid hidden units, learning rate 0.1/0.2/0.4, 500 epochs
     # (one gradient step per epoch over the training set: per-example steps, as Weka takes, cost 20x
     # the time for the same ranking on our topics; the fixed epoch count is the stopping rule)
-    network = MLPClassifier(hidden_layer_sizes=(int(variant),), activation="logistic", solver="sgd",
-                            learning_rate_init=learning_rate, momentum=0.0, max_iter=epochs, n_iter_no_change=epochs,
-                            random_state=0)
-    return Pipeline([*steps, ("nn", network)])
+    network = SigmoidNetwork(hidden_layer_sizes=(int(variant),), activation="logistic", solver="sgd",
+                             learning_rate_init=learning_rate, momentum=0.0, max_iter=epochs, n_iter_no_change=epochs,
+                             random_state=0)
+    return Pipeline([*steps, ("tfidf", PantTfidf()), ("nn", network)])
 
 
-class _DensityNB(ClassifierMixin, BaseEstimator):
-    """Naive Bayes from per-class log likelihoods log p(x|c) + log Pr(c) (Pant eqs. 2–4)."""
-
-    def _joint_log_likelihood(self, X) -> np.ndarray:
-        raise NotImplementedError
+class _NaiveBayes(ClassifierMixin, BaseEstimator):
+    """Naive Bayes from per-class log likelihoods log p(x|c) + log Pr(c) (Pant eqs. 2–4), which
+    subclasses give as ``_joint_log_likelihood``. Scoring skips scikit-learn's input checks: the
+    crawler asks about one page at a time, and the checks would cost more than the arithmetic."""
 
     def predict_proba(self, X) -> np.ndarray:
         return _softmax(np.asarray(self._joint_log_likelihood(X)))
@@ -94,7 +89,19 @@ class _DensityNB(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
 
 
-class NormalNB(_DensityNB):
+class MultinomialNaiveBayes(_NaiveBayes, MultinomialNB):
+    """Chakrabarti eqs. 1–2: scikit-learn's multinomial Naive Bayes, scored without its checks."""
+
+    def fit(self, X, y, sample_weight=None) -> MultinomialNaiveBayes:
+        super().fit(X, y, sample_weight)
+        self.term_log_prob_ = np.ascontiguousarray(self.feature_log_prob_.T)  # the transposed view is copied per call
+        return self
+
+    def _joint_log_likelihood(self, X) -> np.ndarray:
+        return X @ self.term_log_prob_ + self.class_log_prior_
+
+
+class NormalNB(_NaiveBayes):
     """Naive Bayes with a normal density per term and class (Pant §4.2), fitted by maximum
     likelihood on sparse vectors. A standard deviation never falls below ``min_std`` (Weka's
     floor: its default precision 0.01 / 6), so terms a class never shows still have a density."""
@@ -114,41 +121,56 @@ class NormalNB(_DensityNB):
         self.mean_ = np.array(means)
         self.var_ = np.maximum(np.array(variances), self.min_std ** 2)
         self.log_prior_ = np.log(np.array([np.mean(y == c) for c in self.classes_]))
+        # Σ_j log N(x_j; μ, σ²) = −½ Σ log 2πσ² − Σ μ²/2σ² − Σ x²/2σ² + Σ xμ/σ²: the first two
+        # terms are the same for every page, the last two only need the page's non-zero terms
+        self.half_precision_ = np.ascontiguousarray((0.5 / self.var_).T)  # a view would be copied per call
+        self.mean_precision_ = np.ascontiguousarray((self.mean_ / self.var_).T)
+        self.constant_ = self.log_prior_ - 0.5 * np.sum(np.log(2 * np.pi * self.var_) + self.mean_ ** 2 / self.var_, axis=1)
         return self
 
     def _joint_log_likelihood(self, X) -> np.ndarray:
-        # Σ_j log N(x_j; μ, σ²) = −½ Σ log 2πσ² − Σ x²/2σ² + Σ xμ/σ² − Σ μ²/2σ², the x terms sparse
-        X = sparse.csr_matrix(X, dtype=np.float64)
-        inverse = 1.0 / self.var_
-        constant = -0.5 * np.sum(np.log(2 * np.pi * self.var_) + self.mean_ ** 2 * inverse, axis=1)
-        return (constant + self.log_prior_ - 0.5 * (X.multiply(X) @ inverse.T)
-                + X @ (self.mean_ * inverse).T)
+        X = sparse.csr_matrix(X)
+        return self.constant_ - X.multiply(X) @ self.half_precision_ + X @ self.mean_precision_
 
 
-
-class KernelNB(_DensityNB):
+class KernelNB(_NaiveBayes):
     """Naive Bayes with kernel density estimation (Pant eq. 5): p(x_j | c) is the mean of Gaussian
-    kernels N(x_j; x_ij, σ_c) over the class's training examples, σ_c = 1/√n_c. Most terms of a
-    page are 0, so the log density of 0 is summed once per class at training time and each
-    page only pays for its own non-zero terms."""
+    kernels N(x_j; x_ij, σ_c) over the class's training examples, σ_c = 1/√n_c. Most values are
+    0, so the kernels on a term's zero values are one weighted kernel, the log density of a 0 is
+    summed once per class at training time, and each page only pays for its own non-zero terms."""
 
     def fit(self, X, y) -> KernelNB:
-        X, y = sparse.csc_matrix(X, dtype=np.float64), np.asarray(y)
+        X, y = sparse.csr_matrix(X, dtype=np.float64), np.asarray(y)
         self.classes_ = np.unique(y)
         self.examples_ = [sparse.csc_matrix(X[y == c]) for c in self.classes_]
         self.sigma_ = np.array([1.0 / np.sqrt(rows.shape[0]) for rows in self.examples_])
         self.log_prior_ = np.log(np.array([np.mean(y == c) for c in self.classes_]))
-        self.log_zero_ = np.array([self._log_density(rows, np.arange(X.shape[1]), np.zeros(X.shape[1]), sigma)
+        every = np.arange(X.shape[1])
+        self.log_zero_ = np.array([self._log_density(rows, every, np.zeros(X.shape[1]), sigma)
                                    for rows, sigma in zip(self.examples_, self.sigma_)])
         self.log_zero_total_ = self.log_zero_.sum(axis=1)
         return self
 
     @staticmethod
     def _log_density(rows: sparse.csc_matrix, columns: np.ndarray, values: np.ndarray, sigma: float) -> np.ndarray:
-        """log p(values | class) term by term: a log-mean-exp of the kernels over training rows."""
-        block = rows[:, columns].toarray()
-        exponents = -((values[None, :] - block) ** 2) / (2 * sigma ** 2)
-        return (logsumexp(exponents, axis=0) - np.log(rows.shape[0]) - np.log(sigma * np.sqrt(2 * np.pi)))
+        """log p(values[k] | class) for term columns[k]: log-mean-exp of the kernels on the
+        column's stored training values and, once, of the kernel at 0 times the zeros' count."""
+        n = rows.shape[0]
+        starts, ends = rows.indptr[columns], rows.indptr[columns + 1]
+        lengths = ends - starts
+        offsets = np.cumsum(lengths) - lengths
+        stored = np.arange(lengths.sum()) + np.repeat(starts - offsets, lengths)
+        kernels = -((np.repeat(values, lengths) - rows.data[stored]) ** 2) / (2 * sigma ** 2)
+        zeros = n - lengths
+        at_zero = -(values ** 2) / (2 * sigma ** 2)
+        peak = np.where(zeros > 0, at_zero, -np.inf)
+        filled = lengths > 0
+        if filled.any():
+            peak[filled] = np.maximum(peak[filled], np.maximum.reduceat(kernels, offsets[filled]))
+        total = zeros * np.exp(at_zero - peak)
+        if filled.any():
+            total[filled] += np.add.reduceat(np.exp(kernels - np.repeat(peak, lengths)), offsets[filled])
+        return peak + np.log(total) - np.log(n) - np.log(sigma * np.sqrt(2 * np.pi))
 
     def _joint_log_likelihood(self, X) -> np.ndarray:
         X = sparse.csr_matrix(X, dtype=np.float64)
@@ -160,7 +182,6 @@ class KernelNB(_DensityNB):
                 for k, (rows, sigma) in enumerate(zip(self.examples_, self.sigma_)):
                     result[i, k] += np.sum(self._log_density(rows, columns, values, sigma) - self.log_zero_[k, columns])
         return result
-
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -188,9 +209,16 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
         else:
             scores = None
         self.svm_ = svm.fit(X, y)
-        # a linear SVM is the hyperplane w·x + b; keeping w dense makes scoring one sparse dot product
-        self.hyperplane_ = (np.asarray(self.svm_.coef_.todense() if sparse.issparse(self.svm_.coef_) else self.svm_.coef_).ravel(),
-                            float(self.svm_.intercept_[0])) if self.kernel == "linear" else None
+        # g(x) = Σ α_i y_i K(s_i, x) + b kept as plain arrays, so scoring one page is one product:
+        # w·x for the linear kernel (w dense), (S·x)^p for Weka's polynomial (x·y)^p
+        if self.kernel == "linear":
+            coef = self.svm_.coef_
+            self.weights_ = np.asarray(coef.todense() if sparse.issparse(coef) else coef).ravel()
+        else:
+            self.support_vectors_ = sparse.csr_matrix(self.svm_.support_vectors_)
+            self.dual_coef_ = np.asarray(self.svm_.dual_coef_.todense() if sparse.issparse(self.svm_.dual_coef_)
+                                         else self.svm_.dual_coef_).ravel()
+        self.intercept_ = float(self.svm_.intercept_[0])
         positive = y == self.classes_[1]
         self.sigmoid_ = platt_sigmoid(scores, positive) if scores is not None else (0.0, 0.0)
         if self.sigmoid_[0] >= 0:  # no cross-validation, or folds too small to rank: an inverted or flat fit
@@ -198,10 +226,10 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        if self.hyperplane_ is None:
-            return self.svm_.decision_function(X)
-        weights, bias = self.hyperplane_
-        return np.asarray(X @ weights).ravel() + bias
+        if self.kernel == "linear":
+            return np.asarray(X @ self.weights_).ravel() + self.intercept_
+        dots = self.support_vectors_ @ sparse.csr_matrix(X).T.toarray()  # pages dense: scipy's fast product
+        return self.dual_coef_ @ dots ** self.degree + self.intercept_
 
     def predict_proba(self, X) -> np.ndarray:
         a, b = self.sigmoid_
@@ -210,6 +238,17 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+
+
+class SigmoidNetwork(MLPClassifier):
+    """Pant §4.4's network: scikit-learn's multi-layer perceptron, with the forward pass of one
+    hidden layer of sigmoid units written out (its own ``predict_proba`` checks the input first,
+    which costs more than the pass itself for one page)."""
+
+    def predict_proba(self, X) -> np.ndarray:
+        hidden = expit(X @ self.coefs_[0] + self.intercepts_[0])
+        positive = expit(hidden @ self.coefs_[1] + self.intercepts_[1]).ravel()
+        return np.column_stack([1.0 - positive, positive])
 
 
 def platt_sigmoid(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float]:

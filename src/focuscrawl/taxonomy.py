@@ -16,16 +16,14 @@ indicator keywords, fewer than N_w of them — is not accepted there.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy import sparse
 
 from focuscrawl.learn import Judgement, PlattSVM, load_model, save_model
-from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf, topic_preview
+from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, RelativeTf, count_matrix, topic_preview
 
 OTHERS = "OTHERS"
 TAXONOMY_FILE = "taxonomy.yml"
@@ -144,7 +142,7 @@ class TaxonomyModel:
         self.root_name = root.name
         self.tree_ = root.to_dict()
         self.nodes_: dict[str, NodeModel] = {}
-        terms = {entry: Counter(self.analyzer.terms(text)) for entry, text in texts.items() if text.strip()}
+        terms = {entry: self.analyzer.term_frequencies(text) for entry, text in texts.items() if text.strip()}
         d_pos = {path: [e for _, n in node.walk(path.rpartition("/")[0]) for e in n.positives if e in terms]
                  for path, node in root.walk()}
         if not any(e in terms for e in root.negatives):
@@ -160,7 +158,7 @@ class TaxonomyModel:
         documents = sorted({e for p in child_paths for e in d_pos[p]} | set(own_negatives))
         vocabulary = sorted({t for e in documents for t in terms[e]})
         column = {t: i for i, t in enumerate(vocabulary)}
-        counts = _matrix([terms[e] for e in documents], column)
+        counts = count_matrix([terms[e] for e in documents], column)
         row = {e: i for i, e in enumerate(documents)}
         selected: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for child_path in child_paths:
@@ -200,7 +198,7 @@ class TaxonomyModel:
 
     def assign(self, text: str) -> Assignment:
         """Top-down classification of one page (thesis Fig. 2.7)."""
-        counts = Counter(self.analyzer.terms(text))
+        counts = self.analyzer.term_frequencies(text)
         path, node_path, relevance = [], self.root_name, None
         while node_path in self.nodes_:
             node = self.nodes_[node_path]
@@ -208,7 +206,7 @@ class TaxonomyModel:
             if len(present) < self.min_features:
                 relevance = 0.0 if relevance is None else relevance
                 break
-            vector = node.weighting.transform(_matrix([counts], node.features))
+            vector = node.weighting.transform(count_matrix([counts], node.features))
             best, best_confidence, best_probability = None, -np.inf, 0.0
             for child in node.children:
                 if child.svm is None:
@@ -265,18 +263,6 @@ class TaxonomyModel:
         self.analyzer = Analyzer(self.language, self.stem)
 
 
-def _matrix(rows: list[Counter], column: dict[str, int]) -> sparse.csr_matrix:
-    """Term counts as a sparse matrix over the given columns (terms elsewhere are dropped)."""
-    data, indices, indptr = [], [], [0]
-    for counts in rows:
-        for term, count in counts.items():
-            j = column.get(term)
-            if j is not None:
-                indices.append(j)
-                data.append(count)
-        indptr.append(len(indices))
-    return sparse.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int64), np.array(indptr)),
-                             shape=(len(rows), len(column)))
 
 
 def render_tree(root: Node, model: TaxonomyModel | None = None, features: int = 0) -> str:
