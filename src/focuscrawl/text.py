@@ -120,13 +120,23 @@ def stopword_score(text: str, language: str = "en") -> int:
 
 # -- features: scikit-learn transformers over term-count matrices --------------------------------
 
+def as_csr(matrix) -> sparse.csr_matrix:
+    """``matrix`` itself when it is already CSR (a conversion costs more than scoring one page)."""
+    return matrix if sparse.issparse(matrix) and matrix.format == "csr" else sparse.csr_matrix(matrix)
+
+
 def count_matrix(rows: list[dict[str, int]], column: dict[str, int]) -> sparse.csr_matrix:
     """Term counts as a sparse matrix over the given columns (terms elsewhere are dropped)."""
-    found = [[(j, count) for term, count in counts.items() if (j := column.get(term)) is not None] for counts in rows]
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(pairs) for pairs in found], out=indptr[1:])
-    cells = np.array([cell for pairs in found for cell in pairs], dtype=np.int64).reshape(-1, 2)
-    return sparse.csr_matrix((cells[:, 1].astype(np.float64), cells[:, 0], indptr), shape=(len(rows), len(column)))
+    indices, data, indptr = [], [], [0]
+    for counts in rows:  # the column lookups are the only per-term Python work
+        columns = np.array([column.get(term, -1) for term in counts], dtype=np.int64)
+        values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        known = columns >= 0
+        indices.append(columns[known])
+        data.append(values[known])
+        indptr.append(indptr[-1] + int(known.sum()))
+    return sparse.csr_matrix((np.concatenate(data) if rows else np.zeros(0), np.concatenate(indices) if rows else
+                              np.zeros(0, dtype=np.int64), np.array(indptr, dtype=np.int64)), shape=(len(rows), len(column)))
 
 
 class TermCounts(TransformerMixin, BaseEstimator):
@@ -167,7 +177,7 @@ class PantTfidf(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, counts: sparse.csr_matrix) -> sparse.csr_matrix:
-        counts = sparse.csr_matrix(counts)
+        counts = as_csr(counts)
         lengths = np.diff(counts.indptr)
         filled = lengths > 0
         row_max = np.ones(len(lengths))
@@ -179,6 +189,8 @@ class PantTfidf(TransformerMixin, BaseEstimator):
             norms = np.ones(len(lengths))
             norms[filled] = np.sqrt(np.add.reduceat(data * data, counts.indptr[:-1][filled]))
             data /= np.repeat(np.where(norms > 0, norms, 1.0), lengths)
+        if data.all():  # the usual case: the counts' structure is shared, not copied
+            return sparse.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
         weights = sparse.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
         weights.eliminate_zeros()  # terms found in every example carry no weight
         return weights
