@@ -181,6 +181,37 @@ def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
     crawler.store.close()
 
 
+def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_crawl):
+    directory = idiom_crawl("apprentice", 80, batch=10_000)
+    db = sqlite3.connect(directory / "crawl.db")
+    crawler = Crawler.open(directory)
+    crawler._train_apprentice()
+    # three more links to each of ten queued URLs; every link gets a last feature of its own,
+    # which alone decides its (made-up) score, so each URL's best link must be looked for
+    links = db.execute("SELECT lf.source_id, lf.target_id, lf.features FROM link_features lf JOIN urls u"
+                       " ON u.id = lf.target_id WHERE u.state = 0 ORDER BY lf.target_id").fetchall()
+    db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)",
+                   [link for link in links[:10] for _ in range(3)])
+    db.executemany("UPDATE link_features SET features = ? WHERE rowid = ?",
+                   [(blob + (rowid * 2654435761 % 2**32).to_bytes(4, "little"), rowid)
+                    for rowid, blob in db.execute("SELECT rowid, features FROM link_features").fetchall()])
+    db.commit()
+    rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
+                      " WHERE u.state = 0").fetchall()
+    score_of = {blob: int.from_bytes(blob[-4:], "little") / 2**32 for _, blob in rows}
+    crawler.apprentice.score = lambda blobs: np.array([score_of[b] for b in blobs])
+    expected: dict[int, float] = {}
+    for target, blob in rows:
+        expected[target] = max(expected.get(target, 0.0), score_of[blob])
+    for chunk in (1, 3, 50_000):
+        db.execute("UPDATE urls SET priority = -1 WHERE state = 0")
+        db.commit()
+        assert crawler._rescore_frontier(chunk=chunk) == len(expected)
+        crawler.store.db.commit()
+        assert dict(db.execute("SELECT id, priority FROM urls WHERE state = 0")) == pytest.approx(expected)
+    crawler.store.close()
+
+
 def test_online_apprentice_beats_best_first_on_a_site_with_a_consistent_link_idiom(idiom_crawl):
     harvest = {}
     for strategy in ("best-first", "apprentice"):

@@ -119,10 +119,10 @@ class Apprentice:
     def trained(self) -> bool:
         return bool(np.all(self.instances > 0))
 
-    def add(self, features: list[np.ndarray], relevance: np.ndarray, threshold: float = HIGH) -> None:
+    def add(self, features: Links, relevance: np.ndarray, threshold: float = HIGH) -> None:
         """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target at or above
         ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets)."""
-        if not features:
+        if not len(features):
             return
         self.split = threshold
         relevance = np.asarray(relevance)
@@ -130,7 +130,8 @@ class Apprentice:
         if labels.all() or not labels.any():
             labels = relevance >= threshold  # ... unless that leaves one bucket empty
         labels = labels.astype(int)
-        matrix = _matrix(features, max(self.counts.shape[1], _width(features)))
+        columns, lengths = _flatten(features)
+        matrix = _matrix(columns, lengths, max(self.counts.shape[1], int(columns.max(initial=-1)) + 1))
         if matrix.shape[1] > self.counts.shape[1]:
             self.counts = np.pad(self.counts, ((0, 0), (0, matrix.shape[1] - self.counts.shape[1])))
         for label in (0, 1):
@@ -149,11 +150,11 @@ class Apprentice:
             self._weights = np.where(seen, log_q[1] - log_q[0], 0.0)
         return self._weights
 
-    def score(self, features: list[np.ndarray]) -> np.ndarray:
+    def score(self, features: Links) -> np.ndarray:
         """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
-        if not features:
+        if not len(features):
             return np.zeros(0)
-        matrix = _matrix(features, self.counts.shape[1], drop_unknown=True)
+        matrix = _matrix(*_flatten(features), self.counts.shape[1], drop_unknown=True)
         log_odds = (matrix @ self._log_ratio()) + np.log(self.instances[1] / self.instances[0])
         return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
 
@@ -174,19 +175,26 @@ class Apprentice:
         return apprentice
 
 
-def _width(features: list[np.ndarray]) -> int:
-    return int(max((f.max() for f in features if len(f)), default=-1)) + 1
+Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)
 
 
-def _matrix(features: list[np.ndarray], width: int, drop_unknown: bool = False) -> sparse.csr_matrix:
+def _flatten(features: Links) -> tuple[np.ndarray, np.ndarray]:
+    """All feature ids in one array, and the number of each link's; packed links are joined
+    and read in one go (re-scoring the frontier reads tens of thousands at a time)."""
+    if isinstance(features[0], bytes):
+        lengths = np.fromiter(map(len, features), dtype=np.int64, count=len(features)) // 4
+        return np.frombuffer(b"".join(features), dtype=np.uint32).astype(np.int64), lengths
+    lengths = np.fromiter(map(len, features), dtype=np.int64, count=len(features))
+    return (np.concatenate(features).astype(np.int64) if lengths.sum() else np.zeros(0, dtype=np.int64)), lengths
+
+
+def _matrix(columns: np.ndarray, lengths: np.ndarray, width: int, drop_unknown: bool = False) -> sparse.csr_matrix:
     """Feature counts, one row per link."""
-    lengths = [len(f) for f in features]
-    columns = np.concatenate(features) if sum(lengths) else np.zeros(0, dtype=np.int64)
-    rows = np.repeat(np.arange(len(features)), lengths)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
     if drop_unknown:
         known = columns < width
         rows, columns = rows[known], columns[known]
-    return sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), width))
+    return sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(lengths), width))
 
 
 def pack(features: np.ndarray) -> bytes:

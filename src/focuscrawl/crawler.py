@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
-                                   median_score, pack, unpack)
+                                   median_score, pack)
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
@@ -402,7 +402,7 @@ class Crawler:
         clock = time.perf_counter()
         with self.store.transaction():
             instances = self.store.take_new_instances()
-            self.apprentice.add([unpack(blob) for blob, _ in instances], np.array([r for _, r in instances]),
+            self.apprentice.add([blob for blob, _ in instances], np.array([r for _, r in instances]),
                                 median_score(self.store.db))
             rescored = self._rescore_frontier() if self.apprentice.trained else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
@@ -414,30 +414,30 @@ class Crawler:
         log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored", len(instances),
                  *self.apprentice.instances, rescored)
 
-    def _rescore_frontier(self, chunk: int = 20000) -> int:
-        """New priorities for the queued URLs, chunk by chunk in target order (never all in memory)."""
+    def _rescore_frontier(self, chunk: int = 50000) -> int:
+        """New priorities for the queued URLs, the best of each one's incoming links, read chunk
+        by chunk in target order (never all in memory); a target whose links straddle two
+        chunks keeps the best of both."""
         rescored = 0
-        targets: list[int] = []
-        features: list[np.ndarray] = []
-
-        def flush() -> None:
-            scores = self.apprentice.score(features)
-            best: dict[int, float] = {}
-            for target, score in zip(targets, scores):
-                best[target] = max(best.get(target, 0.0), float(score))
-            self.store.set_priorities([(score, target) for target, score in best.items()])
-            targets.clear()
-            features.clear()
-
-        for target, blob in self.store.queued_link_features():
-            if len(targets) >= chunk and target != targets[-1]:
-                rescored += len(set(targets))
-                flush()
-            targets.append(target)
-            features.append(unpack(blob))
-        if targets:
-            rescored += len(set(targets))
-            flush()
+        carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
+        links = self.store.queued_link_features()
+        while block := links.fetchmany(chunk):
+            targets = np.fromiter((target for target, _ in block), dtype=np.int64, count=len(block))
+            scores = self.apprentice.score([blob for _, blob in block])
+            starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+            best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
+            if carried is not None:
+                if carried[0] == firsts[0]:
+                    best[0] = max(best[0], carried[1])
+                else:
+                    self.store.set_priorities([(carried[1], carried[0])])
+                    rescored += 1
+            carried = (int(firsts[-1]), float(best[-1]))
+            self.store.set_priorities(list(zip(best[:-1].tolist(), firsts[:-1].tolist())))
+            rescored += len(firsts) - 1
+        if carried is not None:
+            self.store.set_priorities([(carried[1], carried[0])])
+            rescored += 1
         return rescored
 
     def _queue_redirect(self, item: Item, target: str) -> None:

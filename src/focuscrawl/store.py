@@ -103,6 +103,7 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     learnt INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS link_features_target ON link_features (target_id);
+CREATE INDEX IF NOT EXISTS link_features_unlearnt ON link_features (target_id) WHERE learnt = 0;
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
 CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
@@ -261,18 +262,18 @@ class Store:
     def take_new_instances(self) -> list[tuple[bytes, float]]:
         """(features, critic score of the target) of links whose target has been judged since
         the last call; they are marked learnt (call inside :meth:`transaction`)."""
-        rows = self.db.execute(
-            "SELECT lf.rowid, lf.features, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
-            " WHERE lf.learnt = 0 AND d.relevance IS NOT NULL"
+        rows = self.db.execute(  # judged pages first (CROSS JOIN keeps that order), their unlearnt links by index
+            "SELECT lf.rowid, lf.features, d.relevance FROM documents d CROSS JOIN link_features lf"
+            " ON lf.target_id = d.url_id AND lf.learnt = 0 WHERE d.relevance IS NOT NULL"
         ).fetchall()
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(rowid,) for rowid, _, _ in rows])
         return [(blob, relevance) for _, blob, relevance in rows]
 
     def queued_link_features(self):
         """(target id, features) of every link to a queued URL, ordered by target."""
-        return self.db.execute(
-            "SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
-            f" WHERE u.state = {QUEUED} ORDER BY lf.target_id"
+        return self.db.execute(  # URLs in id order (no sort), only the queued ones' links read (by index)
+            "SELECT u.id, lf.features FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
+            f" WHERE +u.state = {QUEUED} ORDER BY u.id"
         )
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
