@@ -150,8 +150,12 @@ class KernelNB(_NaiveBayes):
         self.examples_ = np.array([rows.shape[0] for rows in by_class])
         self.sigma_ = 1.0 / np.sqrt(self.examples_)
         self.log_prior_ = np.log(self.examples_ / len(y))
-        self.stacked_ = sparse.hstack([sparse.csc_matrix(rows, shape=(max(self.examples_), X.shape[1]))
-                                       for rows in by_class], format="csc")
+        stacked = sparse.hstack([sparse.csc_matrix(rows, shape=(max(self.examples_), X.shape[1])) for rows in by_class],
+                                format="csc")
+        # values in units of √2·σ of their class: a kernel's exponent is then just −(x − x_i)²
+        self.scale_ = 1.0 / (np.sqrt(2.0) * self.sigma_)
+        self.stacked_ = sparse.csc_matrix((stacked.data * np.repeat(self.scale_, [rows.nnz for rows in by_class]),
+                                           stacked.indices, stacked.indptr), shape=stacked.shape)
         every = np.arange(len(self.classes_) * X.shape[1])
         self.log_zero_ = self._log_density(every, np.zeros(len(every))).reshape(len(self.classes_), X.shape[1])
         self.log_zero_total_ = self.log_zero_.sum(axis=1)
@@ -162,22 +166,24 @@ class KernelNB(_NaiveBayes):
         the column's stored training values and, once, of the kernel at 0 times the zeros' count."""
         matrix = self.stacked_
         of_class = columns // self.terms_
-        n, sigma = self.examples_[of_class], self.sigma_[of_class]
+        values = values * self.scale_[of_class]
         starts = matrix.indptr[columns]
         lengths = matrix.indptr[columns + 1] - starts
         offsets = np.cumsum(lengths) - lengths
         stored = np.arange(lengths.sum()) + np.repeat(starts - offsets, lengths)
-        kernels = -((np.repeat(values, lengths) - matrix.data[stored]) ** 2) / np.repeat(2 * sigma ** 2, lengths)
-        zeros = n - lengths
-        at_zero = -(values ** 2) / (2 * sigma ** 2)
-        peak = np.where(zeros > 0, at_zero, -np.inf)
+        squares = np.repeat(values, lengths) - matrix.data[stored]
+        squares *= squares
+        zeros = self.examples_[of_class] - lengths
+        nearest = np.where(zeros > 0, values * values, np.inf)  # −(the largest exponent), for a stable sum
         filled = lengths > 0
         if filled.any():
-            peak[filled] = np.maximum(peak[filled], np.maximum.reduceat(kernels, offsets[filled]))
-        total = zeros * np.exp(at_zero - peak)
+            nearest[filled] = np.minimum(nearest[filled], np.minimum.reduceat(squares, offsets[filled]))
+        total = zeros * np.exp(nearest - values * values)
         if filled.any():
-            total[filled] += np.add.reduceat(np.exp(kernels - np.repeat(peak, lengths)), offsets[filled])
-        return peak + np.log(total) - np.log(n) - np.log(sigma * np.sqrt(2 * np.pi))
+            squares -= np.repeat(nearest, lengths)
+            total[filled] += np.add.reduceat(np.exp(-squares), offsets[filled])
+        sigma = self.sigma_[of_class]
+        return np.log(total) - nearest - np.log(self.examples_[of_class]) - np.log(sigma * np.sqrt(2 * np.pi))
 
     def _joint_log_likelihood(self, X) -> np.ndarray:
         X = as_csr(X)
