@@ -111,3 +111,13 @@ def test_stem_cache_that_fills_up_starts_again_with_the_same_stems(monkeypatch):
     assert len(analyzer._stems) <= 8
     assert analyzer.terms("connections connected connecting runners running dogs cats houses") == first
     assert first == Analyzer().terms("connections connected connecting runners running dogs cats houses")
+
+
+def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():
+    leaves = ["The Sockets", "", "a", "connections, connected!", "x\x00y socket's", "  ", "Straße 42 h2o", "I"]
+    analyzer = Analyzer()
+    terms, owners = analyzer.leaf_terms(leaves)
+    assert terms == [t for leaf in leaves for t in analyzer.terms(leaf.replace("\x00", " "))]
+    assert list(owners) == [i for i, leaf in enumerate(leaves) for _ in analyzer.terms(leaf.replace("\x00", " "))]
+    terms, owners = analyzer.leaf_terms([])
+    assert terms == [] and len(owners) == 0

@@ -60,9 +60,9 @@ def link_features(leaves: list[str], spans: list[tuple[int, int]], analyzer: Ana
     one pass over the page's terms, the windows of all links gathered with array arithmetic."""
     if not spans:
         return []
-    leaf_terms = [analyzer.terms(leaf) if leaf else [] for leaf in leaves]
-    ids = np.array(term_ids([t for terms in leaf_terms for t in terms]), dtype=np.int64)
-    position = np.repeat(np.arange(len(leaves)), [len(terms) for terms in leaf_terms])
+    terms, owners = analyzer.leaf_terms(leaves)
+    ids = np.array(term_ids(terms), dtype=np.int64)
+    position = owners
     starts = np.array([s for s, _ in spans])
     ends = np.array([e for _, e in spans])
     low = np.searchsorted(position, starts - d_max, "left")
@@ -74,7 +74,8 @@ def link_features(leaves: list[str], spans: list[tuple[int, int]], analyzer: Ana
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
     features = ids[token] * (2 * d_max + 1) + offset + d_max
-    return np.split(features, np.cumsum(lengths)[:-1])
+    ends = np.cumsum(lengths).tolist()
+    return [features[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
@@ -197,12 +198,13 @@ def _matrix(columns: np.ndarray, lengths: np.ndarray, width: int, drop_unknown: 
     return sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(lengths), width))
 
 
-def pack(features: np.ndarray) -> bytes:
-    return features.astype(np.uint32).tobytes()
-
-
-def unpack(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype=np.uint32).astype(np.int64)
+def pack(features: list[np.ndarray]) -> list[bytes]:
+    """Each link's feature ids as stored: uint32 bytes, converted in one go for the page."""
+    if not features:
+        return []
+    data = np.concatenate(features).astype(np.uint32).tobytes()
+    ends = (np.cumsum([len(f) for f in features]) * 4).tolist()
+    return [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 def median_score(db: sqlite3.Connection) -> float:

@@ -373,8 +373,8 @@ class Crawler:
                 found = [(url, host, float(p), reason) for (url, host, _, reason), p in zip(found, self.apprentice.score(features))]
         targets = self.frontier.add(found, depth, item.url_id)
         if features is not None:
-            self.store.record_link_features([(item.url_id, target, pack(f)) for target, f, (*_, reason)
-                                             in zip(targets, features, found) if reason is None])
+            self.store.record_link_features([(item.url_id, target, blob) for target, blob, (*_, reason)
+                                             in zip(targets, pack(features), found) if reason is None])
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)

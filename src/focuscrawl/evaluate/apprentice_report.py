@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances, unpack
+from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances
 from focuscrawl.config import load_config
 from focuscrawl.crawler import CONFIG_FILE
 from focuscrawl.store import QUEUED, open_existing
@@ -105,11 +105,11 @@ def _priorities(db) -> dict | None:
         return None
     baseline = [p for (p,) in db.execute(
         "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
+    links = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON"
+                       " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
     best: dict[int, float] = {}
-    for target, blob in db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON"
-                                   " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)):
-        score = float(apprentice.score([unpack(blob)])[0])
-        best[target] = max(best.get(target, 0.0), score)
+    for (target, _), score in zip(links, apprentice.score([blob for _, blob in links]) if links else []):
+        best[target] = max(best.get(target, 0.0), float(score))
     bins = np.linspace(0, 1, 11)
     return {"bins": bins.tolist(),
             "best_first": np.histogram([p or 0.0 for p in baseline], bins)[0].tolist(),
