@@ -366,25 +366,29 @@ class Crawler:
             elif reason is None and too_deep:
                 reason = "beyond max depth"
             found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
-        features = None
         if self.apprentice is not None:
-            features = self._link_features(page, judgement)
-            if self.apprentice.trained:
-                found = [(url, host, float(p), reason) for (url, host, _, reason), p in zip(found, self.apprentice.score(features))]
+            # features only for links that can still be scored or learnt: to URLs not yet fetched
+            fetched = self.frontier.fetched([url for url, _, _, reason in found if reason is None])
+            wanted = [i for i, (url, _, _, reason) in enumerate(found) if reason is None and url not in fetched]
+            features = self._link_features(page, judgement, wanted)
+            if self.apprentice.trained and wanted:
+                for i, p in zip(wanted, self.apprentice.score(features)):
+                    url, host, _, reason = found[i]
+                    found[i] = (url, host, float(p), reason)
         targets = self.frontier.add(found, depth, item.url_id)
-        if features is not None:
-            self.store.record_link_features([(item.url_id, target, blob) for target, blob, (*_, reason)
-                                             in zip(targets, pack(features), found) if reason is None])
+        if self.apprentice is not None:
+            self.store.record_link_features([(item.url_id, targets[i], blob) for i, blob in zip(wanted, pack(features))])
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
         ])
 
-    def _link_features(self, page: Page, judgement: Judgement | None) -> list[np.ndarray]:
-        """The apprentice's features of every link of the page: ⟨t, d⟩, and the optional families."""
+    def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
+        """The apprentice's features of the page's links ``wanted`` (indices into page.links):
+        ⟨t, d⟩, and the optional families."""
         settings = self.config.apprentice
         spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-        features = link_features(page.leaves, spans, self.analyzer, self.term_ids, settings.d_max)
+        features = link_features(page.leaves, [spans[i] for i in wanted], self.analyzer, self.term_ids, settings.d_max)
         if settings.class_features and judgement is not None:
             topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
             page_classes = class_features(topic, self.term_ids, settings.d_max)
@@ -393,7 +397,7 @@ class Crawler:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}
             cocited = cocitation_features(spans, [link.url for link in page.links], judged, self.term_ids, settings.d_max)
-            features = [np.concatenate([f, c]) for f, c in zip(features, cocited)]
+            features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
         return features
 
     def _train_apprentice(self) -> None:

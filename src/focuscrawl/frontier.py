@@ -103,6 +103,10 @@ class Frontier:
             ids.append(known[url][0])
         return ids
 
+    def fetched(self, urls: list[str]) -> set[str]:
+        """Those of ``urls`` already fetched (their links teach the apprentice nothing new)."""
+        return {url for url, (_, state, _, _) in self._known(urls).items() if state == DONE}
+
     def _known(self, urls: list[str]) -> dict[str, list]:
         known = {}
         unique = list(dict.fromkeys(urls))
