@@ -198,6 +198,26 @@ def test_kernel_nb_matches_pant_equation_5():
     assert nb.predict_proba(sparse.csr_matrix(x))[0, 1] == pytest.approx(expected)
 
 
+def test_kernel_nb_with_many_spread_out_values_still_sums_every_kernel():
+    """With σ = 1/√n small, most kernels are far from x; the ones left out must not matter."""
+    rng = np.random.default_rng(0)
+    X = np.where(rng.random((600, 6)) < 0.4, rng.random((600, 6)) * 5, 0.0)
+    y = (rng.random(600) < 0.3).astype(int)
+    pages = np.where(rng.random((20, 6)) < 0.5, rng.random((20, 6)) * 5, 0.0)
+    nb = KernelNB().fit(sparse.csr_matrix(X), y)
+
+    def log_joint(page, label):
+        rows = X[y == label]
+        sigma = 1 / math.sqrt(len(rows))
+        exponents = -((page[None, :] - rows) ** 2) / (2 * sigma ** 2)  # every kernel, dense
+        peak = exponents.max(axis=0)
+        log_density = peak + np.log(np.exp(exponents - peak).mean(axis=0)) - math.log(sigma * math.sqrt(2 * math.pi))
+        return math.log(len(rows) / len(X)) + log_density.sum()
+
+    expected = np.array([[log_joint(page, 0), log_joint(page, 1)] for page in pages])
+    np.testing.assert_allclose(nb._joint_log_likelihood(sparse.csr_matrix(pages)), expected, rtol=1e-10)
+
+
 def test_relative_tf_divides_by_the_page_length():
     weights = RelativeTf().fit_transform(sparse.csr_matrix(np.array([[2, 0, 6], [0, 0, 0]]))).toarray()
     np.testing.assert_allclose(weights, [[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]])

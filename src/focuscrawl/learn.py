@@ -139,8 +139,10 @@ class KernelNB(_NaiveBayes):
     kernels N(x_j; x_ij, σ_c) over the class's training examples, σ_c = 1/√n_c. Most values are
     0, so the kernels on a term's zero values are one weighted kernel, the log density of a 0 is
     summed once per class at training time, and each page only pays for its own non-zero terms.
-    The classes' examples sit side by side in one matrix (class c's term j is column c·V + j), so
-    a page costs one pass of array operations whatever the number of classes."""
+    The classes' examples sit side by side (class c's term j is column c·V + j), each column's
+    values sorted, so a page costs one pass of array operations over the values near its own."""
+
+    NEGLIGIBLE = 36.0  # kernels e^-36 below the largest: even a thousand of them change the sum by < 1e-12
 
     def fit(self, X, y) -> KernelNB:
         X, y = sparse.csr_matrix(X, dtype=np.float64), np.asarray(y)
@@ -152,10 +154,17 @@ class KernelNB(_NaiveBayes):
         self.log_prior_ = np.log(self.examples_ / len(y))
         stacked = sparse.hstack([sparse.csc_matrix(rows, shape=(max(self.examples_), X.shape[1])) for rows in by_class],
                                 format="csc")
-        # values in units of √2·σ of their class: a kernel's exponent is then just −(x − x_i)²
+        # values in units of √2·σ of their class (a kernel's exponent is then −(x − x_i)²), sorted
+        # within each column, and keyed column · span + value for finding the values near x
         self.scale_ = 1.0 / (np.sqrt(2.0) * self.sigma_)
-        self.stacked_ = sparse.csc_matrix((stacked.data * np.repeat(self.scale_, [rows.nnz for rows in by_class]),
-                                           stacked.indices, stacked.indptr), shape=stacked.shape)
+        column = np.repeat(np.arange(stacked.shape[1]), np.diff(stacked.indptr))
+        values = stacked.data * self.scale_[column // self.terms_]
+        order = np.lexsort((values, column))
+        self.span_ = float(np.ceil(values.max(initial=0.0))) + 1.0
+        # an endless sentinel at the end: the value after any column's last is always there to read
+        self.values_ = np.append(values[order], np.inf)
+        self.keys_ = np.append(column[order] * self.span_ + values[order], np.inf)
+        self.indptr_ = stacked.indptr
         every = np.arange(len(self.classes_) * X.shape[1])
         self.log_zero_ = self._log_density(every, np.zeros(len(every))).reshape(len(self.classes_), X.shape[1])
         self.log_zero_total_ = self.log_zero_.sum(axis=1)
@@ -163,25 +172,29 @@ class KernelNB(_NaiveBayes):
 
     def _log_density(self, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
         """log p(values[k] | class, term) for stacked columns[k]: a log-mean-exp of the kernels on
-        the column's stored training values and, once, of the kernel at 0 times the zeros' count."""
-        matrix = self.stacked_
+        the column's training values near x (the others are negligible) and, once, of the
+        kernel at 0 times the number of zeros."""
         of_class = columns // self.terms_
-        values = values * self.scale_[of_class]
-        starts = matrix.indptr[columns]
-        lengths = matrix.indptr[columns + 1] - starts
+        x = values * self.scale_[of_class]
+        starts, ends = self.indptr_[columns], self.indptr_[columns + 1]
+        zeros = self.examples_[of_class] - (ends - starts)
+        base = columns * self.span_
+        above = np.searchsorted(self.keys_, base + x)  # the first stored value ≥ x, and the one before
+        below_gap = np.where(above > starts, x - self.values_[above - 1], np.inf)
+        above_gap = np.where(above < ends, self.values_[above] - x, np.inf)
+        nearest = np.minimum(np.minimum(below_gap, above_gap) ** 2, np.where(zeros > 0, x * x, np.inf))  # −(largest exponent)
+        radius = np.sqrt(nearest + self.NEGLIGIBLE)
+        low = np.maximum(np.searchsorted(self.keys_, base + x - radius, "left"), starts)
+        lengths = np.maximum(np.minimum(np.searchsorted(self.keys_, base + x + radius, "right"), ends) - low, 0)
         offsets = np.cumsum(lengths) - lengths
-        stored = np.arange(lengths.sum()) + np.repeat(starts - offsets, lengths)
-        squares = np.repeat(values, lengths) - matrix.data[stored]
-        squares *= squares
-        zeros = self.examples_[of_class] - lengths
-        nearest = np.where(zeros > 0, values * values, np.inf)  # −(the largest exponent), for a stable sum
+        near = np.arange(lengths.sum()) + np.repeat(low - offsets, lengths)
+        exponents = np.repeat(x, lengths) - self.values_[near]
+        exponents *= exponents
+        exponents -= np.repeat(nearest, lengths)
+        total = zeros * np.exp(nearest - x * x)
         filled = lengths > 0
         if filled.any():
-            nearest[filled] = np.minimum(nearest[filled], np.minimum.reduceat(squares, offsets[filled]))
-        total = zeros * np.exp(nearest - values * values)
-        if filled.any():
-            squares -= np.repeat(nearest, lengths)
-            total[filled] += np.add.reduceat(np.exp(-squares), offsets[filled])
+            total[filled] += np.add.reduceat(np.exp(-exponents), offsets[filled])
         sigma = self.sigma_[of_class]
         return np.log(total) - nearest - np.log(self.examples_[of_class]) - np.log(sigma * np.sqrt(2 * np.pi))
 
