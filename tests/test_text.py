@@ -121,3 +121,15 @@ def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():
     assert list(owners) == [i for i, leaf in enumerate(leaves) for _ in analyzer.terms(leaf.replace("\x00", " "))]
     terms, owners = analyzer.leaf_terms([])
     assert terms == [] and len(owners) == 0
+
+
+def test_preview_keeps_the_best_sentences_by_their_terms_weights_in_page_order():
+    from focuscrawl.text import topic_preview
+
+    leaves = ["Sockets carry bytes between hosts. Bread needs flour and water. The socket listens on a port.",
+              "", "Kneading the dough takes time. TCP sockets retransmit lost packets quickly.", "tiny leaf"]
+    analyzer = Analyzer()
+    weights = {"socket": 1.0, "tcp": 0.5, "packet": 0.25, "port": 0.1}
+    assert topic_preview(leaves, weights, analyzer, sentences=2) == (
+        "The socket listens on a port. … TCP sockets retransmit lost packets quickly.")  # 1.1 and 1.75 beat 1.0
+    assert topic_preview(leaves, {"unrelated": 1.0}, analyzer) == ""

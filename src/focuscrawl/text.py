@@ -294,6 +294,8 @@ def topic_preview(leaves: list[str], weights: dict[str, float], analyzer: Analyz
     """BINGO! thesis §2.3.3: the page's sentences (tags and punctuation as borders) ranked by the
     sum of the MI weights of their features for the topic; the best kept in page order."""
     candidates = [s.strip() for leaf in leaves for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
-    scored = [(sum(weights.get(t, 0.0) for t in analyzer.terms(s)), i) for i, s in enumerate(candidates)]
+    terms, owners = analyzer.leaf_terms(candidates)  # one pass over all sentences
+    sums = np.bincount(owners, [weights.get(t, 0.0) for t in terms], minlength=len(candidates))
+    scored = [(float(score), i) for i, score in enumerate(sums)]
     best = sorted(i for score, i in sorted(scored, reverse=True)[:sentences] if score > 0)
     return " … ".join(candidates[i] for i in best)
