@@ -25,7 +25,6 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-from scipy import sparse
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.learn import ModelError
@@ -132,31 +131,34 @@ class Apprentice:
             labels = relevance >= threshold  # ... unless that leaves one bucket empty
         labels = labels.astype(int)
         columns, lengths = _flatten(features)
-        matrix = _matrix(columns, lengths, max(self.counts.shape[1], int(columns.max(initial=-1)) + 1))
-        if matrix.shape[1] > self.counts.shape[1]:
-            self.counts = np.pad(self.counts, ((0, 0), (0, matrix.shape[1] - self.counts.shape[1])))
+        width = max(self.counts.shape[1], int(columns.max(initial=-1)) + 1)
+        if width > self.counts.shape[1]:
+            self.counts = np.pad(self.counts, ((0, 0), (0, width - self.counts.shape[1])))
+        label_of_feature = np.repeat(labels, lengths)
         for label in (0, 1):
-            rows = matrix[labels == label]
-            self.counts[label] += np.asarray(rows.sum(axis=0)).ravel()
-            self.instances[label] += rows.shape[0]
+            self.counts[label] += np.bincount(columns[label_of_feature == label], minlength=width)
+            self.instances[label] += int(np.sum(labels == label))
         self._weights = None
 
     def _log_ratio(self) -> np.ndarray:
-        """log q_high,t − log q_low,t (eq. 1) for every feature; 0 for features never seen in
-        training, which are no evidence either way (cached until the next ``add``)."""
+        """log q_high,t − log q_low,t (eq. 1) for every feature, and a 0 after them; 0 for features
+        never seen in training, which are no evidence either way (cached until the next ``add``)."""
         if getattr(self, "_weights", None) is None:
             seen = self.counts.sum(axis=0) > 0
             vocabulary = max(int(seen.sum()), 1)  # |T| of eq. 1
             log_q = np.log1p(self.counts) - np.log(vocabulary + self.counts.sum(axis=1, keepdims=True))
-            self._weights = np.where(seen, log_q[1] - log_q[0], 0.0)
+            self._weights = np.append(np.where(seen, log_q[1] - log_q[0], 0.0), 0.0)  # last: ids beyond the counts
         return self._weights
 
     def score(self, features: Links) -> np.ndarray:
         """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
         if not len(features):
             return np.zeros(0)
-        matrix = _matrix(*_flatten(features), self.counts.shape[1], drop_unknown=True)
-        log_odds = (matrix @ self._log_ratio()) + np.log(self.instances[1] / self.instances[0])
+        columns, lengths = _flatten(features)
+        weights = self._log_ratio()
+        evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths),
+                               weights[np.minimum(columns, len(weights) - 1)], minlength=len(lengths))
+        log_odds = evidence + np.log(self.instances[1] / self.instances[0])
         return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
 
     def __getstate__(self) -> dict:
@@ -187,15 +189,6 @@ def _flatten(features: Links) -> tuple[np.ndarray, np.ndarray]:
         return np.frombuffer(b"".join(features), dtype=np.uint32).astype(np.int64), lengths
     lengths = np.fromiter(map(len, features), dtype=np.int64, count=len(features))
     return (np.concatenate(features).astype(np.int64) if lengths.sum() else np.zeros(0, dtype=np.int64)), lengths
-
-
-def _matrix(columns: np.ndarray, lengths: np.ndarray, width: int, drop_unknown: bool = False) -> sparse.csr_matrix:
-    """Feature counts, one row per link."""
-    rows = np.repeat(np.arange(len(lengths)), lengths)
-    if drop_unknown:
-        known = columns < width
-        rows, columns = rows[known], columns[known]
-    return sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(lengths), width))
 
 
 def pack(features: list[np.ndarray]) -> list[bytes]:

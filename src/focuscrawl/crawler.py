@@ -29,7 +29,7 @@ from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.frontier import STRATEGIES, Frontier, Item
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import CrawlDirError, Store, content_hash
+from focuscrawl.store import DONE, CrawlDirError, Store, content_hash
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
@@ -366,16 +366,18 @@ class Crawler:
             elif reason is None and too_deep:
                 reason = "beyond max depth"
             found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
+        known = None
         if self.apprentice is not None:
             # features only for links that can still be scored or learnt: to URLs not yet fetched
-            fetched = self.frontier.fetched([url for url, _, _, reason in found if reason is None])
-            wanted = [i for i, (url, _, _, reason) in enumerate(found) if reason is None and url not in fetched]
+            known = self.frontier.known([url for url, _, _, _ in found])
+            wanted = [i for i, (url, _, _, reason) in enumerate(found)
+                      if reason is None and known.get(url, (None, None))[1] != DONE]
             features = self._link_features(page, judgement, wanted)
             if self.apprentice.trained and wanted:
                 for i, p in zip(wanted, self.apprentice.score(features)):
                     url, host, _, reason = found[i]
                     found[i] = (url, host, float(p), reason)
-        targets = self.frontier.add(found, depth, item.url_id)
+        targets = self.frontier.add(found, depth, item.url_id, known)
         if self.apprentice is not None:
             self.store.record_link_features([(item.url_id, targets[i], blob) for i, blob in zip(wanted, pack(features))])
         self.store.record_links([

@@ -77,11 +77,14 @@ class Frontier:
 
     # -- discovery ---------------------------------------------------------------------------
 
-    def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None) -> list[int]:
+    def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
+            known: dict[str, list] | None = None) -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
-        (link graph, seen set) unless a later link admits it. One lookup for the whole batch."""
-        known = self._known([url for url, _, _, _ in found])
+        (link graph, seen set) unless a later link admits it. One lookup for the whole batch
+        (or none: ``known`` from :meth:`known` on the same URLs)."""
+        if known is None:
+            known = self.known([url for url, _, _, _ in found])
         ids = []
         for url, host, priority, skip_reason in found:
             if skip_reason is None and self.hosts[host].status == BAD:
@@ -103,11 +106,8 @@ class Frontier:
             ids.append(known[url][0])
         return ids
 
-    def fetched(self, urls: list[str]) -> set[str]:
-        """Those of ``urls`` already fetched (their links teach the apprentice nothing new)."""
-        return {url for url, (_, state, _, _) in self._known(urls).items() if state == DONE}
-
-    def _known(self, urls: list[str]) -> dict[str, list]:
+    def known(self, urls: list[str]) -> dict[str, list]:
+        """url -> [id, state, priority, skip reason] of those of ``urls`` seen before."""
         known = {}
         unique = list(dict.fromkeys(urls))
         for start in range(0, len(unique), 500):
