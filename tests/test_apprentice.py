@@ -43,7 +43,7 @@ def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_t
     (link,) = page.links
     assert (link.leaf_start, link.leaf_end) == (2, 4)
     vocabulary = Vocabulary()
-    (features,) = link_features(page.leaves, [(2, 4)], Analyzer(stem=False), vocabulary)
+    (features,) = link_features(Analyzer(stem=False).leaf_terms(page.leaves), [(2, 4)], vocabulary)
     assert decoded(features, vocabulary) == sorted([
         ("chess", -2), ("clubs", -2),  # leaf 0: m − l = 0 − 2; the empty <img> leaf 1 is offset −1
         ("visit", 0), ("grandmaster", 0), ("tournaments", 0),
@@ -54,7 +54,7 @@ def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_t
 def test_terms_beyond_d_max_are_left_out():
     leaves = [f"word{i}x" for i in range(20)]
     vocabulary = Vocabulary()
-    (features,) = link_features(leaves, [(10, 10)], Analyzer(stem=False), vocabulary, d_max=2)
+    (features,) = link_features(Analyzer(stem=False).leaf_terms(leaves), [(10, 10)], vocabulary, d_max=2)
     assert decoded(features, vocabulary, d_max=2) == sorted((f"word{i}x", i - 10) for i in range(8, 13))
 
 
@@ -63,9 +63,9 @@ def test_features_of_many_links_match_link_by_link_extraction():
     spans = [(0, 0), (2, 3), (4, 4), (10, 12), (26, 26), (5, 5)]
     analyzer = Analyzer(stem=False)
     vocabulary = Vocabulary()
-    together = link_features(leaves, spans, analyzer, vocabulary)
+    together = link_features(analyzer.leaf_terms(leaves), spans, vocabulary)
     for span, features in zip(spans, together):
-        (alone,) = link_features(leaves, [span], analyzer, vocabulary)
+        (alone,) = link_features(analyzer.leaf_terms(leaves), [span], vocabulary)
         np.testing.assert_array_equal(np.sort(features), np.sort(alone))
 
 

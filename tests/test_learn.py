@@ -321,3 +321,19 @@ def test_pant_tfidf_unit_rows_have_length_one_and_the_same_direction():
     lengths = np.linalg.norm(rows, axis=1)
     np.testing.assert_allclose(np.linalg.norm(unit_rows, axis=1), (lengths > 0).astype(float))
     np.testing.assert_allclose(unit_rows[lengths > 0], rows[lengths > 0] / lengths[lengths > 0, None])
+
+
+def test_judging_a_page_whose_leaf_terms_are_known_gives_the_same_relevance():
+    """The apprentice analyses the page's leaves first; the critic then counts those terms."""
+    from focuscrawl.parse import parse_html
+    from focuscrawl.text import Analyzer
+
+    html = ("<html><body><h1>Sockets</h1><p>" + ON_TOPIC + "</p><ul><li><a href='/a'>TCP packets</a></li>"
+            "<li><a href='/b'>bread</a></li></ul><table><tr><td>" + OFF_TOPIC + "</td><td></td></tr></table></body></html>")
+    critic = Critic("svm-linear").fit(NETWORK, BAKING)
+    fresh = parse_html(html.encode(), "http://127.0.0.1/p")
+    analysed = parse_html(html.encode(), "http://127.0.0.1/p")
+    Analyzer().page_terms(analysed)
+    assert analysed.terms and not fresh.terms
+    assert critic.judge(analysed).relevance == pytest.approx(critic.judge(fresh).relevance, rel=1e-12)
+    assert critic.judge(fresh).relevance == pytest.approx(critic.score(fresh.text), rel=1e-12)

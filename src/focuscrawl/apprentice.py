@@ -53,13 +53,13 @@ class TermIds:
         return [self.ids[t] for t in terms]
 
 
-def link_features(leaves: list[str], spans: list[tuple[int, int]], analyzer: Analyzer, term_ids,
+def link_features(leaf_terms: tuple[list[str], np.ndarray], spans: list[tuple[int, int]], term_ids,
                   d_max: int = 5) -> list[np.ndarray]:
-    """⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of every link, given its leaf span;
-    one pass over the page's terms, the windows of all links gathered with array arithmetic."""
+    """⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of every link, given its leaf span
+    and the page's ``Analyzer.leaf_terms``; the windows of all links gathered with array arithmetic."""
     if not spans:
         return []
-    terms, owners = analyzer.leaf_terms(leaves)
+    terms, owners = leaf_terms
     ids = np.array(term_ids(terms), dtype=np.int64)
     position = owners
     starts = np.array([s for s, _ in spans])
@@ -233,8 +233,8 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -
                 except DecodeError:
                     continue
                 links = [link for link in page.links if link.url in relevance and link.url != url]
-                features += link_features(page.leaves, [(link.leaf_start, link.leaf_end) for link in links], analyzer,
-                                          term_ids, d_max)
+                features += link_features(analyzer.leaf_terms(page.leaves),
+                                          [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
                 labels += [relevance[link.url] for link in links]
                 sources += [url] * len(links)
     return features, np.array(labels), sources

@@ -318,6 +318,8 @@ class Crawler:
                 if language_score is not None and language_score < self.config.text.min_stopword_score:
                     relevance, follow = 0.0, False
                 elif self.critic is not None:
+                    if self.apprentice is not None:  # it needs the leaves' terms: the critic counts them too
+                        self.analyzer.page_terms(page)
                     judgement = self.critic.judge(page)
                     relevance = judgement.relevance
         clock = self._lap("classify", clock)
@@ -390,7 +392,7 @@ class Crawler:
         ⟨t, d⟩, and the optional families."""
         settings = self.config.apprentice
         spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-        features = link_features(page.leaves, [spans[i] for i in wanted], self.analyzer, self.term_ids, settings.d_max)
+        features = link_features(self.analyzer.page_terms(page), [spans[i] for i in wanted], self.term_ids, settings.d_max)
         if settings.class_features and judgement is not None:
             topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
             page_classes = class_features(topic, self.term_ids, settings.d_max)

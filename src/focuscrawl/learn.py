@@ -336,11 +336,12 @@ class Critic:
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         return self._learner().predict_proba(self._features(texts))[:, self.positive_column_]
 
-    def _features(self, texts: list[str]):
-        """The pipeline's transforms, called directly: the Pipeline's own per-call bookkeeping
-        costs ~0.2 ms, a tenth of classifying a page."""
-        features = texts
-        for _, step in self.model_.steps[:-1]:
+    def _features(self, texts: list[str] | None = None, frequencies: list[dict[str, int]] | None = None):
+        """The pipeline's transforms, called directly (the Pipeline's own per-call bookkeeping
+        costs ~0.2 ms, a tenth of classifying a page); from texts, or their term frequencies."""
+        steps = self.model_.steps[:-1]
+        features = steps[0][1].from_frequencies(frequencies) if texts is None else steps[0][1].transform(texts)
+        for _, step in steps[1:]:
             features = step.transform(features)
         return features
 
@@ -361,12 +362,16 @@ class Critic:
     def judge(self, page) -> Judgement:
         """What the crawler calls (a relevant page also gets its preview); reference critics used
         in evaluation judge by URL instead."""
-        relevance = self.score(page.text)
+        counts = self.model_.named_steps["counts"]
+        if hasattr(counts, "from_frequencies"):  # the page's terms may be known already (the apprentice's)
+            features = self._features(frequencies=[counts.analyzer.page_frequencies(page)])
+            relevance = float(self._learner().predict_proba(features)[0, self.positive_column_])
+        else:  # a critic saved with scikit-learn's CountVectorizer
+            relevance = self.score(page.text)
         weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none
         if relevance < 0.5 or not weights:
             return Judgement(relevance)
-        analyzer = self.model_.named_steps["counts"].analyzer
-        return Judgement(relevance, preview=topic_preview(page.leaves, weights, analyzer) or None)
+        return Judgement(relevance, preview=topic_preview(page.leaves, weights, counts.analyzer) or None)
 
     def save(self, path: Path) -> None:
         save_model(self, path)

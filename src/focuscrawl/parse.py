@@ -57,6 +57,9 @@ class Page:
     noindex: bool = False
     nofollow: bool = False
     charset: str = "utf-8"
+    # the terms of the leaves and the leaf of each, per analyzer settings: computed once for the
+    # critic and the apprentice (``Analyzer.page_terms``)
+    terms: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, str]:

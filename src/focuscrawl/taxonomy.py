@@ -196,9 +196,9 @@ class TaxonomyModel:
                                        (int(y.sum()), int((1 - y).sum()))))
         return NodeModel(features, children, weighting)
 
-    def assign(self, text: str) -> Assignment:
-        """Top-down classification of one page (thesis Fig. 2.7)."""
-        counts = self.analyzer.term_frequencies(text)
+    def assign(self, text: str, frequencies: dict[str, int] | None = None) -> Assignment:
+        """Top-down classification of one page (thesis Fig. 2.7); ``frequencies``: its terms, if known."""
+        counts = self.analyzer.term_frequencies(text) if frequencies is None else frequencies
         path, node_path, relevance = [], self.root_name, None
         while node_path in self.nodes_:
             node = self.nodes_[node_path]
@@ -233,7 +233,7 @@ class TaxonomyModel:
 
     def judge(self, page) -> Judgement:
         """The crawler's question: how relevant is this page, to which topic, and its preview."""
-        assignment = self.assign(page.text)
+        assignment = self.assign(page.text, self.analyzer.page_frequencies(page))
         preview = self.preview(page.leaves, assignment.topic) if assignment.topic else None
         return Judgement(assignment.relevance, assignment.topic, assignment.confidence, preview or None)
 

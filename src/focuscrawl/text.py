@@ -88,6 +88,18 @@ class Analyzer:
         keep = (lengths > 1) & ~np.fromiter(map(self._stop.__contains__, found), dtype=bool, count=count)
         return self._stem(list(compress(found, keep))), np.cumsum(breaks)[keep]
 
+    def page_terms(self, page) -> tuple[list[str], np.ndarray]:
+        """``leaf_terms`` of a parsed page, kept on the page for every analyzer of the same settings."""
+        key = (self.language, self.stem)
+        if key not in page.terms:
+            page.terms[key] = self.leaf_terms(page.leaves)
+        return page.terms[key]
+
+    def page_frequencies(self, page) -> dict[str, int]:
+        """``term_frequencies`` of the page's text, from its leaf terms if they were needed already."""
+        analysed = page.terms.get((self.language, self.stem))
+        return Counter(analysed[0]) if analysed is not None else self.term_frequencies(page.text)
+
     def term_frequencies(self, text: str) -> dict[str, int]:
         """The terms of ``text`` with their counts. Words are counted before stemming, so each
         distinct word is stemmed once (a page has ~7x more words than distinct ones): this is
@@ -176,7 +188,11 @@ class TermCounts(TransformerMixin, BaseEstimator):
         return count_matrix(rows, self.vocabulary_)
 
     def transform(self, texts: list[str]) -> sparse.csr_matrix:
-        return count_matrix([self.analyzer.term_frequencies(text) for text in texts], self.vocabulary_)
+        return self.from_frequencies([self.analyzer.term_frequencies(text) for text in texts])
+
+    def from_frequencies(self, rows: list[dict[str, int]]) -> sparse.csr_matrix:
+        """The counts of texts already analysed (``Analyzer.page_frequencies``)."""
+        return count_matrix(rows, self.vocabulary_)
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         return np.array(list(self.vocabulary_), dtype=object)  # built in column order
