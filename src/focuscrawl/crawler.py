@@ -373,7 +373,7 @@ class Crawler:
             # features only for links that can still be scored or learnt: to URLs not yet fetched
             known = self.frontier.known([url for url, _, _, _ in found])
             wanted = [i for i, (url, _, _, reason) in enumerate(found)
-                      if reason is None and known.get(url, (None, None))[1] != DONE]
+                      if reason is None and (url not in known or known[url][1] != DONE)]
             features = self._link_features(page, judgement, wanted)
             if self.apprentice.trained and wanted:
                 for i, p in zip(wanted, self.apprentice.score(features)):
