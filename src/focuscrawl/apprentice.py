@@ -59,9 +59,8 @@ def link_features(leaf_terms: tuple[list[str], np.ndarray], spans: list[tuple[in
     and the page's ``Analyzer.leaf_terms``; the windows of all links gathered with array arithmetic."""
     if not spans:
         return []
-    terms, owners = leaf_terms
+    terms, position = leaf_terms  # each term's leaf
     ids = np.array(term_ids(terms), dtype=np.int64)
-    position = owners
     starts = np.array([s for s, _ in spans])
     ends = np.array([e for _, e in spans])
     low = np.searchsorted(position, starts - d_max, "left")

@@ -434,12 +434,10 @@ class Crawler:
             scores = self.apprentice.score([blob for _, blob in block])
             starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
             best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
-            if carried is not None:
-                if carried[0] == firsts[0]:
-                    best[0] = max(best[0], carried[1])
-                else:
-                    self.store.set_priorities([(carried[1], carried[0])])
-                    rescored += 1
+            if carried is not None and carried[0] == firsts[0]:
+                best[0] = max(best[0], carried[1])
+            elif carried is not None:
+                firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
             carried = (int(firsts[-1]), float(best[-1]))
             self.store.set_priorities(list(zip(best[:-1].tolist(), firsts[:-1].tolist())))
             rescored += len(firsts) - 1

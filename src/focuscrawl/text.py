@@ -71,7 +71,7 @@ class Analyzer:
         self._stems: dict[str, str] = {}
 
     def terms(self, text: str) -> list[str]:
-        return self._stem([t for t in tokens(text) if t not in self._stop])
+        return self.leaf_terms([text])[0]
 
     def leaf_terms(self, leaves: list[str]) -> tuple[list[str], np.ndarray]:
         """The terms of all of a page's DOM leaves and the leaf each comes from, the same as
