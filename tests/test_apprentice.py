@@ -12,6 +12,7 @@ from aiohttp import web
 from focuscrawl.apprentice import Apprentice, link_features
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
+from focuscrawl.store import Store
 from focuscrawl.text import Analyzer
 
 D_MAX = 5
@@ -85,6 +86,49 @@ def test_incremental_training_equals_training_on_the_union():
     probe = random_instances(rng, 25, width=120)[0]
     np.testing.assert_allclose(incremental.score(probe), union.score(probe))
     np.testing.assert_array_equal(incremental.instances, union.instances)
+
+
+def test_an_instance_with_copies_counts_as_that_many_instances():
+    rng = np.random.default_rng(6)
+    features, relevance = random_instances(rng, 30)
+    copies = rng.integers(1, 4, size=30)
+    weighted, repeated = Apprentice(), Apprentice()
+    weighted.add(features, relevance, copies=copies)
+    repeated.add([f for f, k in zip(features, copies) for _ in range(k)], np.repeat(relevance, copies))
+    probe = random_instances(rng, 25, width=120)[0]
+    np.testing.assert_allclose(weighted.score(probe), repeated.score(probe))
+    np.testing.assert_array_equal(weighted.instances, repeated.instances)
+
+
+def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
+    store = Store(tmp_path / "crawl", warc=False)
+    with store.transaction():
+        store.record_link_features([(1, 10, b"menu"), (1, 11, b"menu"), (1, 10, b"text")])
+        store.record_link_features([(2, 10, b"menu"), (3, 10, b"menu"), (3, 12, b"menu")])
+        store.retarget_link_features(12, 10)  # 12 only redirects to 10: its links become links to 10
+    rows = store.db.execute("SELECT target_id, features, copies FROM link_features ORDER BY target_id, features")
+    assert rows.fetchall() == [(10, b"menu", 4), (10, b"text", 1), (11, b"menu", 1)]
+    store.close()
+
+
+def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
+    directory = tmp_path / "crawl"
+    directory.mkdir()
+    db = sqlite3.connect(directory / "crawl.db")  # the table as an earlier version made it
+    db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL,"
+               " features BLOB NOT NULL, learnt INTEGER NOT NULL DEFAULT 0)")
+    db.execute("CREATE INDEX link_features_target ON link_features (target_id)")
+    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)",
+                   [(1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"x", 0)])
+    db.commit()
+    db.close()
+    store = Store(directory, warc=False)
+    rows = store.db.execute("SELECT target_id, features, learnt, copies FROM link_features ORDER BY target_id, features")
+    assert rows.fetchall() == [(10, b"menu", 1, 2), (11, b"menu", 0, 2), (11, b"x", 0, 1)]
+    with store.transaction():
+        store.record_link_features([(4, 11, b"x")])
+    assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"x",)).fetchone() == (2,)
+    store.close()
 
 
 def test_naive_bayes_follows_equations_1_and_2():
@@ -190,11 +234,11 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     # which alone decides its (made-up) score, so each URL's best link must be looked for
     links = db.execute("SELECT lf.source_id, lf.target_id, lf.features FROM link_features lf JOIN urls u"
                        " ON u.id = lf.target_id WHERE u.state = 0 ORDER BY lf.target_id").fetchall()
+    links += [link for link in links[:10] for _ in range(3)]
+    db.execute("DELETE FROM link_features")
     db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)",
-                   [link for link in links[:10] for _ in range(3)])
-    db.executemany("UPDATE link_features SET features = ? WHERE rowid = ?",
-                   [(blob + (rowid * 2654435761 % 2**32).to_bytes(4, "little"), rowid)
-                    for rowid, blob in db.execute("SELECT rowid, features FROM link_features").fetchall()])
+                   [(source, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))
+                    for n, (source, target, blob) in enumerate(links, 1)])
     db.commit()
     rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                       " WHERE u.state = 0").fetchall()

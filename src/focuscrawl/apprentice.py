@@ -118,11 +118,13 @@ class Apprentice:
     def trained(self) -> bool:
         return bool(np.all(self.instances > 0))
 
-    def add(self, features: Links, relevance: np.ndarray, threshold: float = HIGH) -> None:
+    def add(self, features: Links, relevance: np.ndarray, threshold: float = HIGH, copies: np.ndarray | None = None) -> None:
         """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target at or above
-        ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets)."""
+        ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets).
+        ``copies``: how many links each instance stands for (the same as adding it that many times)."""
         if not len(features):
             return
+        copies = np.ones(len(features), dtype=np.int64) if copies is None else np.asarray(copies, dtype=np.int64)
         self.split = threshold
         relevance = np.asarray(relevance)
         labels = relevance > threshold  # ties at the median go low (many pages may share the lowest score) ...
@@ -133,10 +135,11 @@ class Apprentice:
         width = max(self.counts.shape[1], int(columns.max(initial=-1)) + 1)
         if width > self.counts.shape[1]:
             self.counts = np.pad(self.counts, ((0, 0), (0, width - self.counts.shape[1])))
-        label_of_feature = np.repeat(labels, lengths)
+        label_of_feature, copies_of_feature = np.repeat(labels, lengths), np.repeat(copies, lengths)
         for label in (0, 1):
-            self.counts[label] += np.bincount(columns[label_of_feature == label], minlength=width)
-            self.instances[label] += int(np.sum(labels == label))
+            mine = label_of_feature == label
+            self.counts[label] += np.bincount(columns[mine], copies_of_feature[mine], minlength=width)
+            self.instances[label] += int(copies[labels == label].sum())
         self._weights = None
 
     def _log_ratio(self) -> np.ndarray:

@@ -410,8 +410,9 @@ class Crawler:
         clock = time.perf_counter()
         with self.store.transaction():
             instances = self.store.take_new_instances()
-            self.apprentice.add([blob for blob, _ in instances], np.array([r for _, r in instances]),
-                                median_score(self.store.db))
+            if instances:
+                blobs, relevance, copies = zip(*instances)
+                self.apprentice.add(list(blobs), np.array(relevance), median_score(self.store.db), np.array(copies))
             rescored = self._rescore_frontier() if self.apprentice.trained else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
             if rescored and self.store.get_meta("apprentice_switched_in_at") is None:
@@ -430,8 +431,8 @@ class Crawler:
         carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
         links = self.store.queued_link_features()
         while block := links.fetchmany(chunk):
-            targets = np.fromiter((target for target, _ in block), dtype=np.int64, count=len(block))
-            scores = self.apprentice.score([blob for _, blob in block])
+            targets, blobs = zip(*block)
+            targets, scores = np.array(targets), self.apprentice.score(list(blobs))
             starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
             best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
             if carried is not None and carried[0] == firsts[0]:

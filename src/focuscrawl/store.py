@@ -97,12 +97,12 @@ CREATE TABLE IF NOT EXISTS hosts (
     crawl_delay REAL
 );
 CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of every admissible link
-    source_id INTEGER NOT NULL,
+    source_id INTEGER NOT NULL,  -- the first page seen with it
     target_id INTEGER NOT NULL,
     features BLOB NOT NULL,  -- uint32 ids
-    learnt INTEGER NOT NULL DEFAULT 0
+    learnt INTEGER NOT NULL DEFAULT 0,
+    copies INTEGER NOT NULL DEFAULT 1  -- links to the target with these very features (a menu on many pages)
 );
-CREATE INDEX IF NOT EXISTS link_features_target ON link_features (target_id);
 CREATE INDEX IF NOT EXISTS link_features_unlearnt ON link_features (target_id) WHERE learnt = 0;
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
@@ -162,6 +162,8 @@ class Store:
         self.db = connect(self.directory / "crawl.db")
         self.db.executescript(SCHEMA)
         _add_missing_columns(self.db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
+        _add_missing_columns(self.db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
+        _merge_link_feature_copies(self.db)
         self.warc = WarcArchive(self.directory / "warc", warc_max_bytes) if warc else None
         self.harvest_log = open(self.directory / "harvest.jsonl", "a", encoding="utf-8")
 
@@ -246,7 +248,9 @@ class Store:
     # -- the apprentice ------------------------------------------------------------------------
 
     def record_link_features(self, rows: list[tuple[int, int, bytes]]) -> None:
-        self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)", rows)
+        """(source, target, features) of links; a link the same as one stored counts as a copy of it."""
+        self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)"
+                            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1", rows)
 
     def relevance_of(self, urls: list[str]) -> dict[str, float]:
         """The critic's score of those URLs already judged."""
@@ -259,15 +263,15 @@ class Store:
                 f" WHERE d.relevance IS NOT NULL AND u.url IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
-    def take_new_instances(self) -> list[tuple[bytes, float]]:
-        """(features, critic score of the target) of links whose target has been judged since
-        the last call; they are marked learnt (call inside :meth:`transaction`)."""
+    def take_new_instances(self) -> list[tuple[bytes, float, int]]:
+        """(features, critic score of the target, copies) of links whose target has been judged
+        since the last call; they are marked learnt (call inside :meth:`transaction`)."""
         rows = self.db.execute(  # judged pages first (CROSS JOIN keeps that order), their unlearnt links by index
-            "SELECT lf.rowid, lf.features, d.relevance FROM documents d CROSS JOIN link_features lf"
+            "SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM documents d CROSS JOIN link_features lf"
             " ON lf.target_id = d.url_id AND lf.learnt = 0 WHERE d.relevance IS NOT NULL"
         ).fetchall()
-        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(rowid,) for rowid, _, _ in rows])
-        return [(blob, relevance) for _, blob, relevance in rows]
+        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
+        return [row[1:] for row in rows]
 
     def queued_link_features(self):
         """(target id, features) of every link to a queued URL, ordered by target."""
@@ -278,7 +282,11 @@ class Store:
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
-        self.db.execute("UPDATE link_features SET target_id = ? WHERE target_id = ?", (new_target, old_target))
+        self.db.execute(
+            "INSERT INTO link_features (source_id, target_id, features, learnt, copies)"
+            " SELECT source_id, ?, features, learnt, copies FROM link_features WHERE target_id = ?"
+            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies", (new_target, old_target))
+        self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
@@ -374,6 +382,22 @@ def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, 
         if name not in present:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
     db.commit()
+
+
+def _merge_link_feature_copies(db: sqlite3.Connection) -> None:
+    """One row per target and features, the others counted as its copies: re-scoring reads each
+    distinct link once (a crawl made before this kept a row per link, merged here once)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features_distinct'").fetchone():
+        return
+    db.execute("BEGIN")
+    db.execute("DROP INDEX IF EXISTS link_features_target")
+    db.execute("CREATE TEMP TABLE merged (kept INTEGER PRIMARY KEY, copies INTEGER, learnt INTEGER)")
+    db.execute("INSERT INTO merged SELECT MIN(rowid), SUM(copies), MAX(learnt) FROM link_features GROUP BY target_id, features")
+    db.execute("DELETE FROM link_features WHERE rowid NOT IN (SELECT kept FROM merged)")
+    db.execute("UPDATE link_features SET (copies, learnt) = (SELECT copies, learnt FROM merged WHERE kept = link_features.rowid)")
+    db.execute("DROP TABLE merged")
+    db.execute("CREATE UNIQUE INDEX link_features_distinct ON link_features (target_id, features)")
+    db.execute("COMMIT")
 
 
 def crawl_status(db: sqlite3.Connection) -> dict:

@@ -81,11 +81,9 @@ class Analyzer:
             joined = LEAF_BREAK.join(leaf.replace(LEAF_BREAK, " ") for leaf in leaves)
         found = LEAF_TOKEN.findall(joined.lower())
         count = len(found)  # every step below runs in C over the page's tokens
-        lengths = np.fromiter(map(len, found), dtype=np.int64, count=count)
-        breaks = np.zeros(count, dtype=np.int64)
-        single = np.flatnonzero(lengths == 1)  # a break is one character long, as are the words dropped
-        breaks[single[[found[i] == LEAF_BREAK for i in single]]] = 1
-        keep = (lengths > 1) & ~np.fromiter(map(self._stop.__contains__, found), dtype=bool, count=count)
+        breaks = np.fromiter(map(LEAF_BREAK.__eq__, found), dtype=bool, count=count)
+        keep = (np.fromiter(map(len, found), dtype=np.int64, count=count) > 1) \
+            & ~np.fromiter(map(self._stop.__contains__, found), dtype=bool, count=count)
         return self._stem(list(compress(found, keep))), np.cumsum(breaks)[keep]
 
     def page_terms(self, page) -> tuple[list[str], np.ndarray]:
