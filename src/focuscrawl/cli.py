@@ -26,12 +26,13 @@ from focuscrawl.evaluate.apprentice_report import apprentice_report
 from focuscrawl.evaluate.harness import EvalInterrupted, run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
+from focuscrawl.graph import analyse, crawl_topics, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
                                train_taxonomy)
-from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing
+from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing, upgrade_schema
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
 from focuscrawl.testweb.groundtruth import write_topics
@@ -502,3 +503,39 @@ def apprentice_report_command(
     except USER_ERRORS as error:
         _fail(str(error))
     print(json.dumps(report, indent=2))
+
+
+@app.command()
+def graph(
+    directory: Path = typer.Argument(..., help="a crawl directory"),
+    top: int = typer.Option(10, "--top", min=1, help="pages listed per topic and score"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Top authorities and hubs per topic (HITS, Bharat–Henzinger weighting) with both PageRanks;
+    the scores of every page of each topic's base set are stored in the crawl (link_scores)."""
+    try:
+        db = open_existing(directory)
+        upgrade_schema(db)  # a crawl made before link analysis has no link_scores table
+        report = {}
+        for topic in crawl_topics(db):
+            scores = analyse(db, topic)
+            db.execute("BEGIN")
+            save_scores(db, scores)
+            db.execute("COMMIT")
+            report[topic] = {kind: [{"url": scores.graph.urls[i], "hub": float(scores.hubs[i]),
+                                     "authority": float(scores.authorities[i]), "pagerank": float(scores.pagerank[i]),
+                                     "confidence_pagerank": float(scores.confidence_pagerank[i])}
+                                    for i in scores.top(values, top) if values[i] > 0]
+                             for kind, values in (("authorities", scores.authorities), ("hubs", scores.hubs))}
+            report[topic]["pages"], report[topic]["links"] = scores.graph.size, len(scores.graph.sources)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    for topic, found in report.items():
+        print(f"{topic or 'the crawl topic'}: base set of {found['pages']} pages, {found['links']} links")
+        for kind, score in (("authorities", "authority"), ("hubs", "hub")):
+            print(f"  top {kind}:")
+            for rank, page in enumerate(found[kind], 1):
+                print(f"  {rank:>4}. {page[score]:.4f}  {page['url']}")

@@ -106,6 +106,16 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
 CREATE INDEX IF NOT EXISTS link_features_unlearnt ON link_features (target_id) WHERE learnt = 0;
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
+CREATE TABLE IF NOT EXISTS link_scores (  -- the latest link analysis of each topic's base set (graph.py)
+    topic TEXT NOT NULL,  -- a taxonomy path, or '' for a crawl's one topic
+    url_id INTEGER NOT NULL,
+    hub REAL NOT NULL,
+    authority REAL NOT NULL,
+    pagerank REAL NOT NULL,
+    confidence_pagerank REAL NOT NULL,
+    computed_at REAL NOT NULL,
+    PRIMARY KEY (topic, url_id)
+);
 CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
 """
 
@@ -160,10 +170,7 @@ class Store:
         self._lock = _lock_directory(self.directory)
         (self.directory / "models").mkdir(exist_ok=True)
         self.db = connect(self.directory / "crawl.db")
-        self.db.executescript(SCHEMA)
-        _add_missing_columns(self.db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
-        _add_missing_columns(self.db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
-        _merge_link_feature_copies(self.db)
+        upgrade_schema(self.db)
         self.warc = WarcArchive(self.directory / "warc", warc_max_bytes) if warc else None
         self.harvest_log = open(self.directory / "harvest.jsonl", "a", encoding="utf-8")
 
@@ -373,6 +380,14 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def upgrade_schema(db: sqlite3.Connection) -> None:
+    """Create what is missing: a new crawl's tables, or what an earlier version did not have."""
+    db.executescript(SCHEMA)
+    _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
+    _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
+    _merge_link_feature_copies(db)
 
 
 def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
