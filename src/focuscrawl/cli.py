@@ -100,7 +100,7 @@ def crawl(
     positive: list[str] = typer.Option([], "--positive", help="positive examples: file, folder or URL list (repeatable)"),
     negative: list[str] = typer.Option([], "--negative", help="negative examples (repeatable)"),
     max_pages: Optional[int] = typer.Option(None, "--max-pages", help="stop after this many fetches"),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="bfs or best-first"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="bfs, dfs, best-first, classifier-bfs, classifier-dfs, bookmark or apprentice"),
     classifier: Optional[str] = typer.Option(None, "--classifier", help="a learner: " + ", ".join(LEARNERS)),
     taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="focus on every topic of a 'topics import' folder"),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),

@@ -22,6 +22,11 @@ Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "
                      "nn-2", "nn-4", "nn-16"]  # the learners of Pant §4 (make_classifier builds them)
 
 
+# BINGO! §2.3.3: bfs 1/L, dfs L, best-first conf (the "classifier" strategy), classifier-bfs conf/L,
+# classifier-dfs conf·L, bookmark conf of the seed the path started at; apprentice: Chakrabarti 2002
+Strategy = Literal["bfs", "dfs", "best-first", "classifier-bfs", "classifier-dfs", "bookmark", "apprentice"]
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; str() is one line per problem."""
 
@@ -134,6 +139,40 @@ class Apprentice(_Section):
     cocitation: bool = Field(False, description="add <HIGH|LOW, d> of nearby links to judged pages (§2.2.3)")
 
 
+class Focus(_Section):
+    """Which pages' links are followed and how far through rejected pages (BINGO! §2.3.3)."""
+
+    accept: Literal["any", "soft", "sharp"] = Field(
+        "any", description="whose links get the strategy's priority: any page (Pant, Chakrabarti), a page"
+        " classified into any topic (soft), or into its predecessor's topic (sharp)")
+    tunnelling: int | None = Field(None, ge=0, description="links of a page not accepted are followed up to this many"
+                                   " steps (BINGO!: 1 or 2); none: every page's links are followed")
+    tunnel_decay: float = Field(0.5, gt=0, le=1, description="a tunnelled link's priority is its source's times this")
+    queues: Literal["one", "per-topic"] = Field("one", description="per-topic: topics' sub-queues served round-robin")
+    max_queued: int | None = Field(None, ge=1, description="BINGO!'s bounded queue: past this, the lowest are dropped")
+
+
+class Adaptation(_Section):
+    """BINGO! §2.2.3 archetypes and retraining, learning and harvesting phases; Pant §7.4 pseudo examples."""
+
+    retrain: bool = Field(False, description="retrain the critic with archetypes (BINGO!) when a trigger fires")
+    learning_phase: bool = Field(False, description="start with BINGO!'s learning phase (seed hosts, depth, sharp focusing)")
+    learning_pages: float = Field(0.25, gt=0, description="longest learning phase: pages, or a share of max_pages if < 1")
+    learning_depth: int = Field(4, ge=0, description="links from the seeds, in the learning phase")
+    link_analysis: bool = Field(False, description="HITS and PageRank of each topic at every trigger (graph.py)")
+    authorities: int = Field(20, ge=0, description="N_auth: archetype candidates by authority")
+    confident: int = Field(20, ge=0, description="N_conf: archetype candidates by classifier confidence")
+    require_mean: bool = Field(True, description="archetypes must beat the training documents' mean confidence/authority")
+    hubs: int = Field(10, ge=0, description="N_hub: best hubs whose unvisited links go to the head of the frontier")
+    window: int = Field(100, ge=1, description="pages over which the critic-estimated harvest rate is watched")
+    harvest_below: float | None = Field(0.3, ge=0, le=1, description="trigger when that harvest rate falls below this")
+    every_positives: int | None = Field(200, ge=1, description="trigger after this many more positively classified pages")
+    reclassify: bool = Field(False, description="judge the stored pages again with a retrained critic")
+    pseudo_after: float | None = Field(None, gt=0, description="Pant §7.4: retrain once with pseudo examples after this many pages (a share of max_pages if < 1)")
+    pseudo_positives: int = Field(15, ge=0, description="top pages by critic score taken as positives")
+    pseudo_negatives: int = Field(30, ge=0, description="bottom pages taken as negatives")
+
+
 class Store(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
@@ -145,8 +184,10 @@ class CrawlConfig(_Section):
     topic: Topic = Field(default_factory=Topic)
     classifier: Classifier = "svm-linear"
     learner: Learner = Field(default_factory=Learner)
-    strategy: Literal["bfs", "best-first", "apprentice"] = "best-first"
+    strategy: Strategy = "best-first"
     apprentice: Apprentice = Field(default_factory=Apprentice)
+    focus: Focus = Field(default_factory=Focus)
+    adaptation: Adaptation = Field(default_factory=Adaptation)
     budget: Budget = Field(default_factory=Budget)
     politeness: Politeness = Field(default_factory=Politeness)
     fetch: Fetch = Field(default_factory=Fetch)
@@ -173,7 +214,7 @@ class CrawlConfig(_Section):
     def _has_seeds(self) -> CrawlConfig:
         if not self.seeds and not self.seeds_file:
             raise ValueError("seeds: none given (set 'seeds' or 'seeds_file')")
-        if self.strategy != "bfs" and not self.topic.positive and not self.topic.taxonomy:
+        if self.strategy not in ("bfs", "dfs") and not self.topic.positive and not self.topic.taxonomy:
             raise ValueError(f"strategy: {self.strategy} needs topic.positive examples or a topic.taxonomy")
         if self.topic.taxonomy and self.topic.positive:
             raise ValueError("topic: give either positive examples or a taxonomy, not both")

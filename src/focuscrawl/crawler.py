@@ -26,10 +26,11 @@ from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
-from focuscrawl.frontier import STRATEGIES, Frontier, Item
+from focuscrawl.focus import Adaptation, Focus, page_class
+from focuscrawl.frontier import Frontier, Item
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import DONE, CrawlDirError, Store, content_hash
+from focuscrawl.store import DONE, QUEUED, CrawlDirError, Store, content_hash
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
@@ -92,7 +93,7 @@ def read_seeds(config: CrawlConfig) -> list[str]:
     return seeds
 
 
-def _critic_file(directory: Path) -> Path | None:
+def critic_file(directory: Path) -> Path | None:
     return next((directory / name for name in (CRITIC_FILE, TAXONOMY_CRITIC_FILE, MODEL_FILE)
                  if (directory / name).exists()), None)
 
@@ -101,7 +102,7 @@ def load_critic(path: Path) -> Critic | TaxonomyModel:
     """The critic of a crawl folder, of a taxonomy folder, or in a model file."""
     path = Path(path)
     if path.is_dir():
-        found = _critic_file(path)
+        found = critic_file(path)
         if found is None:
             raise ModelError(f"{path}: no model here (neither a crawl with a critic nor a 'topics import' folder)")
         path = found
@@ -116,7 +117,10 @@ class Crawler:
         self.hosts = Hosts(config)
         self.frontier = Frontier(self.store.db, self.hosts)
         self.rules = UrlRules(config)
-        self.priority = STRATEGIES["best-first" if config.strategy == "apprentice" else config.strategy]
+        self.seeds = [url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 ORDER BY id")]
+        self.phase = self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl")
+        self.focus = Focus.for_phase(config, self.phase, self.seeds)
+        self.priority = self.focus.strategy
         self.apprentice: Apprentice | None = None
         if config.strategy == "apprentice":  # best-first until it has learnt a batch
             saved = self.store.load_model("apprentice")
@@ -134,6 +138,7 @@ class Crawler:
         fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
         total, scored = db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts())
+        self.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
 
     # -- opening a crawl directory ------------------------------------------------------------
 
@@ -151,7 +156,9 @@ class Crawler:
         crawler = cls(directory, config)
         with crawler.store.transaction():
             crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
-            crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy)
+            crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase)
+        crawler.seeds = seeds
+        crawler.focus = Focus.for_phase(config, crawler.phase, seeds)
         return crawler
 
     @classmethod
@@ -161,7 +168,7 @@ class Crawler:
         if not (directory / "crawl.db").exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
         config = load_config(directory / CONFIG_FILE)
-        critic = load_critic(directory) if _critic_file(directory) else None
+        critic = load_critic(directory) if critic_file(directory) else None
         if budget:
             data = config.model_dump(mode="json")
             data["budget"].update(budget)
@@ -254,6 +261,8 @@ class Crawler:
             if item is not None:
                 return item
             if self.frontier.size == 0 and self.frontier.in_flight == 0:
+                if self.adaptation is not None and self.adaptation.frontier_exhausted():
+                    continue  # the learning phase is over: its leftovers are queued for the harvest
                 self._changed.set()
                 return None
             self._changed.clear()
@@ -347,6 +356,8 @@ class Crawler:
         self._count(response, relevance)
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
+        if self.adaptation is not None and page is not None:
+            self.adaptation.after_page(relevance)
         if response.error:
             log.info("%s: %s", item.url, response.error)
 
@@ -360,14 +371,18 @@ class Crawler:
         depth = item.depth + 1
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
+        plan = self.focus.plan(item, relevance, judgement.topic if judgement else None, lambda: self._path_class(item))
         found = []
         for link in page.links:
+            host = host_of(link.url)
             reason = self.rules.rejection(link.url)
             if reason is None and (page.nofollow or link.nofollow):
                 reason = "nofollow"
             elif reason is None and too_deep:
                 reason = "beyond max depth"
-            found.append((link.url, host_of(link.url), self.priority(relevance, depth, link.url), reason))
+            reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
+            priority = self.priority(relevance, depth, link.url, item.priority) if plan.priority is None else plan.priority
+            found.append((link.url, host, priority, reason))
         known = None
         if self.apprentice is not None:
             # features only for links that can still be scored or learnt: to URLs not yet fetched
@@ -379,13 +394,52 @@ class Crawler:
                 for i, p in zip(wanted, self.apprentice.score(features)):
                     url, host, _, reason = found[i]
                     found[i] = (url, host, float(p), reason)
-        targets = self.frontier.add(found, depth, item.url_id, known)
+        targets = self.frontier.add(found, depth, item.url_id, known, plan.tunnel)
+        max_queued = self.config.focus.max_queued
+        if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
+            self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if self.apprentice is not None:
             self.store.record_link_features([(item.url_id, targets[i], blob) for i, blob in zip(wanted, pack(features))])
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
         ])
+
+    def _path_class(self, item: Item) -> str | None:
+        """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
+        the page a tunnel through rejected pages started from)."""
+        url_id = item.parent_id
+        for _ in range(item.tunnel):
+            if url_id is None:
+                break
+            url_id = self.store.db.execute("SELECT parent_id FROM urls WHERE id = ?", (url_id,)).fetchone()[0]
+        row = self.store.db.execute("SELECT relevance, topic FROM documents WHERE url_id = ?", (url_id,)).fetchone()
+        return page_class(*row) if row else None
+
+    def set_critic(self, critic: Critic) -> None:
+        """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
+        critic.save(self.directory / CRITIC_FILE)
+        self.critic = critic
+
+    def reclassify(self) -> int:
+        """Judge every stored page again with the current critic (BINGO!: "documents that have
+        already been classified can optionally be reconsidered"); queued links of accepted pages
+        get the strategy's priority from their source's new score."""
+        db = self.store.db
+        rows = db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+        with self.store.transaction():
+            for start in range(0, len(rows), 500):
+                chunk = rows[start:start + 500]
+                scores = self.critic.predict_proba([text for _, text in chunk])
+                db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?",
+                               [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
+            queued = db.execute("SELECT u.id, u.depth, u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id"
+                                " WHERE u.state = ? AND u.tunnel = 0", (QUEUED,)).fetchall()
+            self.store.set_priorities([(self.priority(r, depth, url), url_id) for url_id, depth, url, r in queued])
+        self.progress.relevance_sum, self.progress.scored = db.execute(
+            "SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
+        self.frontier.resync()
+        return len(rows)
 
     def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
         """The apprentice's features of the page's links ``wanted`` (indices into page.links):

@@ -18,22 +18,48 @@ from focuscrawl.fetch.hosts import BAD, Host, Hosts
 from focuscrawl.store import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 # a skipped URL may still be queued when a later link admits it
-REVIVABLE = ("nofollow", "beyond max depth")
+TUNNEL_END = "beyond the tunnelling distance"
+OUT_OF_PHASE = "outside the learning phase"  # queued again when the harvesting phase starts
+QUEUE_FULL = "dropped from a full queue"
+REVIVABLE = ("nofollow", "beyond max depth", TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL)
 
 
-def bfs_priority(parent_relevance: float | None, depth: int, url: str) -> float:
-    """Breadth-first: shallower first, first found first (ties go to the lower id)."""
+def bfs_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """Breadth-first (BINGO!'s 1/L): shallower first, first found first (ties go to the lower id)."""
     return -float(depth)
 
 
-def best_first_priority(parent_relevance: float | None, depth: int, url: str) -> float:
-    """Chakrabarti's baseline: an out-link of u inherits Pr(relevant | u)."""
+def dfs_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """Depth-first (BINGO!'s L): deeper first; restrict budget.max_depth (3 to 5, §2.3.3)."""
+    return float(depth)
+
+
+def best_first_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """Chakrabarti's baseline and BINGO!'s "classifier" strategy: an out-link of u inherits Pr(relevant | u)."""
     return parent_relevance if parent_relevance is not None else 0.0
 
 
-# A strategy gives a discovered URL its priority from its parent's relevance, its depth and
-# the URL itself; evaluation adds reference strategies (oracles) under their own names.
-STRATEGIES = {"bfs": bfs_priority, "best-first": best_first_priority}
+def classifier_bfs_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """BINGO!'s "classifier, breadth-first": conf(u) · 1/L, the nearest vicinity of the seeds first."""
+    return best_first_priority(parent_relevance, depth, url) / max(depth, 1)
+
+
+def classifier_dfs_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """BINGO!'s "classifier, depth-first": conf(u) · L, fast focused sampling."""
+    return best_first_priority(parent_relevance, depth, url) * max(depth, 1)
+
+
+def bookmark_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
+    """BINGO!'s bookmark-based "classifier" strategy: conf(b) of the seed b the path started at,
+    i.e. a seed's links take the seed's score and every later link its parent's priority."""
+    return best_first_priority(parent_relevance, depth, url) if depth <= 1 else parent_priority
+
+
+# A strategy gives a discovered URL its priority from its parent's relevance, its depth, the URL
+# itself and its parent's own priority; evaluation adds reference strategies (oracles).
+STRATEGIES = {"bfs": bfs_priority, "dfs": dfs_priority, "best-first": best_first_priority,
+              "classifier-bfs": classifier_bfs_priority, "classifier-dfs": classifier_dfs_priority,
+              "bookmark": bookmark_priority}
 
 
 @dataclass(slots=True)
@@ -44,6 +70,7 @@ class Item:
     depth: int
     parent_id: int | None
     priority: float
+    tunnel: int = 0
 
 
 class Frontier:
@@ -78,11 +105,12 @@ class Frontier:
     # -- discovery ---------------------------------------------------------------------------
 
     def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
-            known: dict[str, list] | None = None) -> list[int]:
+            known: dict[str, list] | None = None, tunnel: int = 0) -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
         (link graph, seen set) unless a later link admits it. One lookup for the whole batch
-        (or none: ``known`` from :meth:`known` on the same URLs)."""
+        (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel``: the links' tunnelling
+        distance (the same for all links of a page)."""
         if known is None:
             known = self.known([url for url, _, _, _ in found])
         ids = []
@@ -93,16 +121,16 @@ class Frontier:
             if row is None:
                 state = QUEUED if skip_reason is None else SKIPPED
                 url_id = self.db.execute(
-                    "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (url, host, depth, parent_id, priority, state, skip_reason, time.time()),
+                    "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at, tunnel)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (url, host, depth, parent_id, priority, state, skip_reason, time.time(), tunnel),
                 ).lastrowid
                 known[url] = [url_id, state, priority, skip_reason]
                 if state == QUEUED:
                     self.size += 1
                     self._raise(self.hosts[host], priority, url_id)
             elif skip_reason is None:
-                self._readmit(row, host, depth, parent_id, priority)
+                self._readmit(row, host, depth, parent_id, priority, tunnel)
             ids.append(known[url][0])
         return ids
 
@@ -116,16 +144,17 @@ class Frontier:
             known.update((url, list(rest)) for url, *rest in self.db.execute(query, chunk))
         return known
 
-    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float) -> None:
-        """A seen URL found again by an admissible link: raise its priority, or queue it if it was
-        skipped only for a reason this link does not have."""
+    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int) -> None:
+        """A seen URL found again by an admissible link: raise its priority (the better link's
+        tunnelling distance with it), or queue it if it was skipped only for a reason this link
+        does not have."""
         url_id, state, old_priority, old_reason = row
         if state == QUEUED and priority > old_priority:
-            self.db.execute("UPDATE urls SET priority = ? WHERE id = ?", (priority, url_id))
+            self.db.execute("UPDATE urls SET priority = ?, tunnel = ? WHERE id = ?", (priority, tunnel, url_id))
         elif state == SKIPPED and old_reason in REVIVABLE:
             self.db.execute(
-                "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ? WHERE id = ?",
-                (QUEUED, depth, parent_id, priority, url_id),
+                "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ?, tunnel = ?"
+                " WHERE id = ?", (QUEUED, depth, parent_id, priority, tunnel, url_id),
             )
             self.size += 1
         else:
@@ -158,7 +187,7 @@ class Frontier:
                 heapq.heappush(self._sleeping, (host.next_start, name))
                 continue
             rows = self.db.execute(
-                "SELECT id, url, depth, parent_id, priority FROM urls WHERE host = ? AND state = ?"
+                "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE host = ? AND state = ?"
                 " ORDER BY priority DESC, id LIMIT 2",
                 (name, QUEUED),
             ).fetchall()
@@ -167,13 +196,13 @@ class Frontier:
                 host.best, host.best_id = rows[1][4], rows[1][0]
             if not rows:
                 continue
-            url_id, url, depth, parent_id, priority = rows[0]
+            url_id, url, depth, parent_id, priority, tunnel = rows[0]
             self.db.execute("UPDATE urls SET state = ? WHERE id = ?", (IN_FLIGHT, url_id))
             host.active += 1
             self.size -= 1
             self.in_flight += 1
             self._offer(host, now)
-            return Item(url_id, url, name, depth, parent_id, priority)
+            return Item(url_id, url, name, depth, parent_id, priority, tunnel)
         return None
 
     def seconds_to_next(self) -> float | None:
@@ -202,6 +231,36 @@ class Frontier:
         self.size -= dropped
         self.hosts[name].best = None
         return dropped
+
+    # -- reorganisation (BINGO!) ---------------------------------------------------------------
+
+    def trim(self, max_queued: int) -> int:
+        """BINGO!'s bounded queue: beyond ``max_queued`` URLs the lowest-priority ones are dropped
+        (a later link may queue them again)."""
+        excess = self.size - max_queued
+        if excess <= 0:
+            return 0
+        dropped = self.db.execute(
+            "UPDATE urls SET state = ?, skip_reason = ? WHERE id IN"
+            " (SELECT id FROM urls WHERE state = ? ORDER BY priority, id DESC LIMIT ?)",
+            (SKIPPED, QUEUE_FULL, QUEUED, excess)).rowcount
+        self.size -= dropped
+        return dropped
+
+    def requeue(self, reason: str, priorities: str) -> int:
+        """Queue again the URLs skipped for ``reason``, priorities from the SQL expression
+        ``priorities`` over the urls row (call :meth:`resync` after the transaction)."""
+        return self.db.execute(f"UPDATE urls SET state = ?, skip_reason = NULL, priority = {priorities}"
+                               " WHERE state = ? AND skip_reason = ?", (QUEUED, SKIPPED, reason)).rowcount
+
+    def promote(self, priorities: dict[int, float]) -> int:
+        """Put not-yet-fetched URLs at the given priorities, queueing those skipped for a reason a
+        link can lift (BINGO!'s hubs' links to the head of the queue); call :meth:`resync` after."""
+        rows = [(p, url_id) for url_id, p in priorities.items()]
+        self.db.executemany(f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ?"
+                            f" AND (state = {QUEUED} OR (state = {SKIPPED} AND skip_reason IN"
+                            f" ({','.join('?' * len(REVIVABLE))})))", [row + REVIVABLE for row in rows])
+        return len(rows)
 
     # -- host heaps --------------------------------------------------------------------------
 

@@ -323,7 +323,27 @@ class Critic:
             self.model_.fit(positives + negatives, [1] * len(positives) + [0] * len(negatives))
         self.positive_column_ = list(self.model_.classes_).index(1)
         self.preview_weights_ = self._mutual_information(positives, negatives)
+        self.examples_ = (list(positives), list(negatives))
         return self
+
+    def refit(self, positives: list[str] = (), negatives: list[str] = ()) -> Critic:
+        """A new critic of the same kind trained on the original examples plus ``positives`` and
+        ``negatives`` (BINGO!'s archetypes, Pant's pseudo examples); feature selection, when
+        configured, runs again. The new critic remembers the same originals, so archetypes are
+        replaced at the next retraining, not piled up."""
+        if not hasattr(self, "examples_"):
+            raise ModelError("this critic was saved without its training examples; it cannot be retrained")
+        originals = self.examples_
+        critic = Critic(self.classifier, self.language, self.stem, **self.options)
+        critic.fit(originals[0] + list(positives), originals[1] + list(negatives))
+        critic.examples_ = originals
+        return critic
+
+    def feature_space(self) -> set[str]:
+        """The terms the learner sees (after feature selection, when there is one)."""
+        names = self.model_.named_steps["counts"].get_feature_names_out()
+        selector = self.model_.named_steps.get("select")
+        return set((names[selector.support_] if selector is not None else names).tolist())
 
     def _mutual_information(self, positives: list[str], negatives: list[str]) -> dict[str, float]:
         """MI weights of the topic's best terms (BINGO! §2.3.2), for the pages' previews."""

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS urls (
     priority REAL NOT NULL,
     state INTEGER NOT NULL DEFAULT 0,      -- 0 queued, 1 in flight, 2 done, 3 skipped
     skip_reason TEXT,
-    discovered_at REAL NOT NULL
+    discovered_at REAL NOT NULL,
+    tunnel INTEGER NOT NULL DEFAULT 0  -- pages not accepted on the path since the last accepted one (BINGO! tunnelling)
 );
 CREATE INDEX IF NOT EXISTS urls_frontier ON urls (host, priority DESC, id) WHERE state = 0;
 CREATE TABLE IF NOT EXISTS fetches (
@@ -106,6 +107,13 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
 CREATE INDEX IF NOT EXISTS link_features_unlearnt ON link_features (target_id) WHERE learnt = 0;
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
+CREATE TABLE IF NOT EXISTS adaptations (  -- BINGO! retrainings, phase switches, link analyses (focus.py)
+    id INTEGER PRIMARY KEY,
+    pages INTEGER NOT NULL,  -- URLs handled when it happened
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL,  -- JSON
+    at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS link_scores (  -- the latest link analysis of each topic's base set (graph.py)
     topic TEXT NOT NULL,  -- a taxonomy path, or '' for a crawl's one topic
     url_id INTEGER NOT NULL,
@@ -387,6 +395,7 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     db.executescript(SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
     _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
+    _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0"})
     _merge_link_feature_copies(db)
 
 

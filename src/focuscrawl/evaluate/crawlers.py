@@ -42,7 +42,7 @@ def _oracle_critic(crawler: Crawler, is_relevant, baseline=None) -> None:
 def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
     """Priority = true relevance of the linked page (ties: the parent's score, then FIFO)."""
 
-    def priority(parent_relevance: float | None, depth: int, url: str) -> float:
+    def priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
         return (1.0 if is_relevant(url) else 0.0) + 0.001 * (parent_relevance or 0.0)
 
     crawler.priority = priority
@@ -75,6 +75,13 @@ def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
 
 
 OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 10**9}}  # never retrained
+# BINGO! §2.3.3 and §2.5.3: a learning phase (classifier × breadth-first on the seeds' hosts, depth ≤ 4,
+# sharp focusing, tunnelling 2) for a quarter of the budget at most, then link analysis, archetypes
+# and retraining, and a harvesting phase (classifier strategy anywhere, soft focusing, tunnelling 2)
+# resumed from the best hubs, retraining at its triggers; bingo-static is the same without retraining
+BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
+         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True}}
+BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
 
 REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
@@ -89,6 +96,10 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("apprentice-online", {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 100}}),
     CrawlerSpec("apprentice-offline", OFFLINE, prepare=_apprentice_offline, baseline="best-first-svm"),
     CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
+    CrawlerSpec("bingo", BINGO),
+    CrawlerSpec("bingo-static", BINGO_STATIC),
+    # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
+    CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from focuscrawl.config import ConfigError, load_config, validate_config
-from focuscrawl.crawler import CONFIG_FILE, Crawler
+from focuscrawl.crawler import CONFIG_FILE, Crawler, critic_file, load_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
@@ -27,6 +27,9 @@ from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.topics import read_file_text
+
+
+TOP_PAGES = 100  # the precision of a crawl's best pages by its critic (BINGO! Table 2.3)
 
 
 class EvalInterrupted(Exception):
@@ -189,7 +192,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
 
             for name in crawler_names:
                 spec = REGISTRY[name]
-                runs = []
+                runs, precisions = [], []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
                     data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, concurrency)
@@ -205,10 +208,14 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                                                   f" run the same command again to go on")
                     pages, rate = fetched_pages(directory, is_relevant, is_target, jury)
                     runs.append((pages, rate))
+                    precisions.append(top_precision(directory, is_relevant))
                     if progress:
                         progress(name, topic_name, repeat, pages)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
-                results["crawlers"][name]["topics"][topic_name] = _topic_result(runs, len(members - seeds), topic_budget)
+                result = _topic_result(runs, len(members - seeds), topic_budget)
+                known = [p for p in precisions if p is not None]
+                result[f"top{TOP_PAGES}_precision"] = sum(known) / len(known) if known else None
+                results["crawlers"][name]["topics"][topic_name] = result
     finally:
         if server:
             server.close()
@@ -239,6 +246,22 @@ def _finished_with(directory: Path, config, baseline: Path | None = None) -> boo
 def _meta(directory: Path) -> dict:
     with closing(sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True)) as db:
         return dict(db.execute("SELECT key, value FROM meta"))
+
+
+def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float | None:
+    """BINGO! Table 2.3's idea: of the ``count`` fetched pages the crawl's final critic is surest
+    of (its saved model re-scores every page; without one, the scores stored), the share that is
+    truly relevant."""
+    with closing(sqlite3.connect(directory / "crawl.db")) as db:
+        rows = db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
+                          " WHERE d.relevance IS NOT NULL").fetchall()
+    if not rows:
+        return None
+    critic = load_critic(directory) if critic_file(directory) else None
+    scores = critic.predict_proba([text or "" for _, text, _ in rows]) if isinstance(critic, Critic) \
+        else [r for *_, r in rows]
+    best = sorted(range(len(rows)), key=lambda i: -scores[i])[:count]
+    return sum(is_relevant(rows[i][0]) for i in best) / len(best)
 
 
 def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int, budget: int) -> dict:
@@ -276,7 +299,7 @@ def _aggregate(results: dict) -> None:
     topic_names = list(results["topics"])
     for entry in crawlers.values():
         for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest", "pages",
-                    "pages_per_second"):
+                    "pages_per_second", f"top{TOP_PAGES}_precision"):
             mean, stderr = metrics.mean_stderr([entry["topics"][t][key] for t in topic_names if t in entry["topics"]])
             entry[key], entry[f"{key}_stderr"] = mean, stderr
     names = list(crawlers)

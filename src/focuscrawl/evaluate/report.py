@@ -89,11 +89,15 @@ def write_report(results: dict, out: Path) -> Path:
              "Means over topics at the end of each topic's budget (± standard error). Harvest and recall use",
              "the ground truth; estimated harvest is the crawler's own critic; judged harvest is the majority",
              "vote of NB, SVM and NN evaluation classifiers trained on twice the examples (Pant §6).", "",
-             "| crawler | harvest rate | loss rate | target recall | estimated harvest | judged harvest | pages/s |",
-             "|---|---|---|---|---|---|---|"]
+             "Top-100 precision: the share truly relevant of the 100 pages the crawl's final critic is surest of.", "",
+             "| crawler | harvest rate | loss rate | target recall | estimated harvest | judged harvest"
+             " | top-100 precision | pages/s |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, entry in crawlers.items():
-        cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if entry[k] == entry[k] else "—"
-                 for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest")]
+        known = lambda k: entry.get(k) is not None and entry[k] == entry[k]  # noqa: E731 - absent or NaN: no value
+        cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if known(k) else "—"
+                 for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
+                           "top100_precision")]
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f} |")
     lines += ["", "## Per topic (harvest rate / target recall)", "",

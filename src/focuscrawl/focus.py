@@ -1,0 +1,321 @@
+"""Crawl policy after BINGO! (thesis §2.2.3, §2.3.3) and Pant §7.4.
+
+*Which links, at what priority* (:class:`Focus`): a page is *accepted* by the current phase's
+rule — any page (the Pant and Chakrabarti baselines), a page classified into some topic (soft
+focusing), or into the topic of the last accepted page on its path (sharp focusing); its links
+get the strategy's priority. Links of a page not accepted are *tunnelled*: followed up to
+``tunnelling`` steps with the source's priority decayed by a factor per step. The learning phase
+also keeps to the seeds' hosts and a depth; what lies outside waits, skipped, for the harvest.
+
+*Adaptation* (:class:`Adaptation`): at a trigger (the critic-estimated harvest rate over a
+window fell below a threshold, or N more pages were classified positive) link analysis runs
+over each topic's base set; archetypes — top authorities more confident than the training
+documents on average, and top-confidence pages with more authority than the training documents
+on average — retrain the critic with the original examples; the best hubs' unvisited links go to
+the head of the frontier. The learning phase ends with such a step and the harvesting phase
+begins. Pant's adaptation instead retrains once, after N pages, with the top and bottom pages by
+critic score as pseudo examples. Every step is logged in the ``adaptations`` table; the critic
+and the phase are saved with it, so a resumed crawl goes on where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from focuscrawl import graph
+from focuscrawl.config import CrawlConfig
+from focuscrawl.fetch.urls import host_of
+from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item
+from focuscrawl.learn import Critic, ModelError
+
+log = logging.getLogger(__name__)
+RELEVANT = 0.5  # a two-class critic's decision boundary
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str  # "crawl" (no phases), "learning" or "harvesting"
+    strategy: str
+    accept: str  # "any", "soft" or "sharp"
+    tunnelling: int | None
+    hosts: frozenset[str] | None = None  # the learning phase keeps to the seeds' hosts ...
+    max_depth: int | None = None  # ... and to this depth
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """How the links of one page are queued."""
+
+    tunnel: int
+    skip_reason: str | None = None
+    priority: float | None = None  # a tunnelled link's decayed priority; None: the strategy's
+
+
+def page_class(relevance: float | None, topic: str | None) -> str | None:
+    """The class a page was accepted into: its taxonomy topic, 'relevant' for a two-class critic, else None."""
+    if topic:
+        return topic
+    return "relevant" if relevance is not None and relevance >= RELEVANT else None
+
+
+class Focus:
+    def __init__(self, config: CrawlConfig, phase: Phase):
+        self.config = config
+        self.phase = phase
+        self.strategy = STRATEGIES[phase.strategy]  # (parent relevance, depth, url, parent priority) -> priority
+
+    @classmethod
+    def for_phase(cls, config: CrawlConfig, name: str, seeds: list[str]) -> Focus:
+        focus, adaptation = config.focus, config.adaptation
+        strategy = "best-first" if config.strategy == "apprentice" else config.strategy
+        if name == "learning":  # §2.3.3: classifier × breadth-first, seed hosts, depth, sharp focusing
+            return cls(config, Phase(name, "classifier-bfs", "sharp", focus.tunnelling,
+                                     frozenset(host_of(s) for s in seeds), adaptation.learning_depth))
+        if name == "harvesting":  # the configured strategy, anywhere, soft focusing
+            return cls(config, Phase(name, strategy, "soft" if focus.accept == "any" else focus.accept, focus.tunnelling))
+        return cls(config, Phase(name, strategy, focus.accept, focus.tunnelling))
+
+    def plan(self, item: Item, relevance: float | None, topic: str | None, path_class) -> LinkPlan:
+        """The links of a page: accepted, tunnelled one step further, or not followed.
+        ``path_class()`` gives the class of the last accepted page before this one (sharp focusing)."""
+        if self.phase.tunnelling is None or self._accepts(item, relevance, topic, path_class):
+            return LinkPlan(0)
+        tunnel = item.tunnel + 1
+        if tunnel > self.phase.tunnelling:
+            return LinkPlan(tunnel, TUNNEL_END)
+        return LinkPlan(tunnel, priority=item.priority * self.config.focus.tunnel_decay)
+
+    def _accepts(self, item: Item, relevance: float | None, topic: str | None, path_class) -> bool:
+        mine = page_class(relevance, topic)
+        if self.phase.accept == "any" or item.depth == 0:  # a seed is a bookmark: always followed
+            return True
+        if self.phase.accept == "soft":
+            return mine is not None
+        return mine is not None and mine == path_class()
+
+    def scope_rejection(self, host: str, depth: int) -> str | None:
+        """Why the learning phase leaves a link for later (None: in scope)."""
+        phase = self.phase
+        if phase.hosts is not None and host not in phase.hosts:
+            return OUT_OF_PHASE
+        if phase.max_depth is not None and depth > phase.max_depth:
+            return OUT_OF_PHASE
+        return None
+
+
+def select_archetypes(candidates: np.ndarray, confidence: np.ndarray, authority: np.ndarray, n_auth: int, n_conf: int,
+                      mean_confidence: float, mean_authority: float) -> tuple[list[int], list[int]]:
+    """§2.2.3: A_auth = the top ``n_auth`` authorities among ``candidates`` (indices of positively
+    classified pages) whose confidence exceeds the training documents' mean; A_conf = the top
+    ``n_conf`` by confidence whose authority exceeds the training documents' mean authority.
+    Ties: lower index first."""
+    by_authority = sorted(candidates.tolist(), key=lambda i: (-authority[i], i))
+    by_confidence = sorted(candidates.tolist(), key=lambda i: (-confidence[i], i))
+    a_auth = [i for i in by_authority if authority[i] > 0 and confidence[i] > mean_confidence][:n_auth]
+    a_conf = [i for i in by_confidence if authority[i] > mean_authority][:n_conf]
+    return a_auth, a_conf
+
+
+def share_of_budget(value: float, max_pages: int | None, default: int = 1000) -> int:
+    """A number of pages given as pages, or as a share of max_pages when below 1."""
+    if value >= 1:
+        return int(value)
+    return max(1, round(value * (max_pages or default)))
+
+
+class Adaptation:
+    """The learning loop of a crawl: triggers, link analysis, archetypes, retraining, hubs, phases."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.settings = crawler.config.adaptation
+        store = crawler.store
+        self.window: deque[float] = deque(
+            (r for (r,) in store.db.execute(
+                "SELECT relevance FROM (SELECT d.relevance, d.fetch_id FROM documents d WHERE d.relevance IS NOT NULL"
+                " ORDER BY d.fetch_id DESC LIMIT ?) ORDER BY fetch_id", (self.settings.window,))),
+            maxlen=self.settings.window)
+        self.positives = store.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
+        self.last_trigger = int(store.get_meta("adaptation_last_pages", "0"))
+        self.last_positives = int(store.get_meta("adaptation_last_positives", "0"))
+        self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
+        self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
+        measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
+        self.measuring = int(measuring) if measuring else None
+
+    @staticmethod
+    def enabled_by(config: CrawlConfig) -> bool:
+        s = config.adaptation
+        return s.retrain or s.link_analysis or s.learning_phase or s.pseudo_after is not None
+
+    # -- called by the crawler ---------------------------------------------------------------
+
+    def after_page(self, relevance: float | None) -> None:
+        """After each page's transaction: count, and adapt when a trigger fires."""
+        if relevance is not None:
+            self.window.append(relevance)
+            self.positives += relevance >= RELEVANT
+        crawler, s = self.crawler, self.settings
+        pages = crawler.frontier.done
+        if self.measuring is not None and pages - self.last_trigger >= s.window:
+            self._record_harvest_after()
+        max_pages = crawler.config.budget.max_pages
+        if crawler.phase == "learning" and pages >= share_of_budget(s.learning_pages, max_pages):
+            self.start_harvesting("learning budget spent")
+            return
+        if s.pseudo_after is not None and not self.pseudo_done and pages >= share_of_budget(s.pseudo_after, max_pages):
+            self.pseudo_examples()
+            return
+        if crawler.phase == "learning" or not (s.retrain or s.link_analysis):
+            return
+        if pages - self.last_trigger < s.window:
+            return
+        if s.every_positives and self.positives - self.last_positives >= s.every_positives:
+            self.reorganise(f"{self.positives - self.last_positives} more positive pages")
+        elif s.harvest_below is not None and len(self.window) == s.window and np.mean(self.window) < s.harvest_below:
+            self.reorganise(f"harvest rate {np.mean(self.window):.3f} over {s.window} pages below {s.harvest_below}")
+
+    def frontier_exhausted(self) -> bool:
+        """Nothing left in the learning phase's scope: start harvesting (True: the crawl goes on)."""
+        if self.crawler.phase != "learning":
+            return False
+        self.start_harvesting("learning phase scope exhausted")
+        return self.crawler.frontier.size > 0
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def start_harvesting(self, reason: str) -> None:
+        """§2.3.3: retrain with the archetypes found, queue what the learning phase left aside
+        (priority: its source's score, the classifier strategy), resume from the best hubs."""
+        crawler = self.crawler
+        crawler.phase = "harvesting"
+        crawler.focus = Focus.for_phase(crawler.config, "harvesting", crawler.seeds)
+        crawler.priority = crawler.focus.strategy
+        with crawler.store.transaction():
+            requeued = crawler.frontier.requeue(
+                OUT_OF_PHASE, "COALESCE((SELECT d.relevance FROM documents d WHERE d.url_id = urls.parent_id), 0.0)")
+            crawler.store.set_meta(phase="harvesting")
+            self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
+        crawler.frontier.resync()
+        log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
+        self.reorganise("start of the harvesting phase", learning_phase=True)
+
+    def reorganise(self, reason: str, learning_phase: bool = False) -> None:
+        """Link analysis of every topic, retraining with archetypes, hubs to the head of the frontier."""
+        crawler, s = self.crawler, self.settings
+        clock = time.perf_counter()
+        db = crawler.store.db
+        detail: dict = {"reason": reason, "harvest_before": float(np.mean(self.window)) if self.window else None}
+        analyses = [graph.analyse(db, topic) for topic in graph.crawl_topics(db)]
+        if s.retrain and isinstance(crawler.critic, Critic):
+            detail.update(self._retrain(analyses, admit_all=learning_phase and not s.require_mean))
+        with crawler.store.transaction():
+            for scores in analyses:
+                graph.save_scores(db, scores)
+            detail["hub_links_promoted"] = self._promote_hubs(analyses)
+            self.last_trigger, self.last_positives = crawler.frontier.done, self.positives
+            crawler.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
+                                   archetypes=json.dumps(self.archetypes))
+            detail["seconds"] = round(time.perf_counter() - clock, 3)
+            self._log("retraining" if "archetypes" in detail else "link analysis", detail)
+        crawler.frontier.resync()
+        crawler.stage_seconds["adaptation"] += time.perf_counter() - clock
+        log.info("adaptation (%s): %s", reason, {k: v for k, v in detail.items() if k not in ("added", "removed")})
+
+    def _retrain(self, analyses: list[graph.LinkScores], admit_all: bool) -> dict:
+        """Archetypes of the crawl's topic, then a critic retrained on them and the original examples."""
+        crawler, s = self.crawler, self.settings
+        critic: Critic = crawler.critic
+        scores = analyses[0]  # a two-class critic: one topic
+        g = scores.graph
+        candidates = np.flatnonzero(g.positive)
+        examples = critic.examples_ if hasattr(critic, "examples_") else ([], [])
+        training = examples[0] + examples[1]
+        mean_confidence = float(np.mean(critic.predict_proba(training))) if training else 0.0
+        seed_index = {u: i for i, u in enumerate(g.urls)}
+        seen = [seed_index[u] for u in crawler.seeds if u in seed_index]
+        mean_authority = float(scores.authorities[seen].sum() / len(training)) if training and seen else 0.0
+        if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
+            chosen = candidates.tolist()
+        else:
+            a_auth, a_conf = select_archetypes(candidates, g.confidence, scores.authorities, s.authorities, s.confident,
+                                               mean_confidence, mean_authority)
+            chosen = list(dict.fromkeys(a_auth + a_conf))
+        urls = [g.urls[i] for i in chosen]
+        texts = dict(crawler.store.db.execute(
+            f"SELECT u.url, d.text FROM urls u JOIN documents d ON d.url_id = u.id WHERE u.url IN ({','.join('?' * len(urls))})",
+            urls)) if urls else {}
+        archetypes = [u for u in urls if texts.get(u)]
+        before = critic.feature_space()
+        try:
+            retrained = critic.refit([texts[u] for u in archetypes])
+        except (ModelError, ValueError) as err:
+            log.warning("retraining skipped: %s", err)
+            return {"archetypes": len(self.archetypes), "error": str(err)}
+        after = retrained.feature_space()
+        added, removed = sorted(set(archetypes) - set(self.archetypes)), sorted(set(self.archetypes) - set(archetypes))
+        self.archetypes = archetypes
+        crawler.set_critic(retrained)
+        if s.reclassify:
+            crawler.reclassify()
+        return {"archetypes": len(archetypes), "added": added, "removed": removed,
+                "mean_training_confidence": mean_confidence, "mean_training_authority": mean_authority,
+                "features_added": len(after - before), "features_removed": len(before - after),
+                "features": len(after)}
+
+    def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
+        """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
+        n_hub = self.settings.hubs
+        if not n_hub:
+            return 0
+        db = self.crawler.store.db
+        top = db.execute("SELECT MAX(priority) FROM urls WHERE state = 0").fetchone()[0] or 0.0
+        head: dict[int, float] = {}
+        for scores in analyses:
+            hubs = [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]
+            for i in hubs:
+                for (target,) in db.execute("SELECT target_id FROM links WHERE source_id = ?", (int(scores.graph.url_ids[i]),)):
+                    head[target] = max(head.get(target, 0.0), top + 1.0 + float(scores.hubs[i]))
+        return self.crawler.frontier.promote(head)
+
+    def pseudo_examples(self) -> None:
+        """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
+        crawler, s = self.crawler, self.settings
+        db = crawler.store.db
+        query = "SELECT text FROM documents WHERE relevance IS NOT NULL AND text != '' ORDER BY relevance {} LIMIT ?"
+        positives = [t for (t,) in db.execute(query.format("DESC"), (s.pseudo_positives,))]
+        negatives = [t for (t,) in db.execute(query.format("ASC"), (s.pseudo_negatives,))]
+        detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
+                  "harvest_before": float(np.mean(self.window)) if self.window else None}
+        try:
+            crawler.set_critic(crawler.critic.refit(positives, negatives))
+        except (AttributeError, ModelError, ValueError) as err:
+            detail["error"] = str(err)
+        self.pseudo_done = True
+        self.last_trigger = crawler.frontier.done
+        with crawler.store.transaction():
+            crawler.store.set_meta(pseudo_examples_at=crawler.frontier.done, adaptation_last_pages=self.last_trigger)
+            self._log("pseudo examples", detail)
+        log.info("pseudo examples: %s", detail)
+
+    def _log(self, kind: str, detail: dict) -> None:
+        """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
+        store = self.crawler.store
+        self.measuring = store.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (?, ?, ?, ?)",
+                                          (self.crawler.frontier.done, kind, json.dumps(detail), time.time())).lastrowid
+        store.set_meta(adaptation_measuring=self.measuring)
+
+    def _record_harvest_after(self) -> None:
+        store = self.crawler.store
+        with store.transaction():
+            (detail,) = store.db.execute("SELECT detail FROM adaptations WHERE id = ?", (self.measuring,)).fetchone()
+            detail = {**json.loads(detail), "harvest_after": float(np.mean(self.window)) if self.window else None}
+            store.db.execute("UPDATE adaptations SET detail = ? WHERE id = ?", (json.dumps(detail), self.measuring))
+            store.set_meta(adaptation_measuring="")
+        self.measuring = None

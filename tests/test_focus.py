@@ -1,0 +1,223 @@
+"""BINGO! crawl policy on real crawls of loopback sites: strategies, tunnelling, sharp and soft
+focusing, archetypes, retraining (persisted, resumed), phases, pseudo examples, the bounded queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import sqlite3
+
+import numpy as np
+import pytest
+from aiohttp import web
+
+from focuscrawl.config import validate_config
+from focuscrawl.crawler import CRITIC_FILE, Crawler
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.focus import select_archetypes
+from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END, Frontier
+from focuscrawl.graph import TopicGraph, bharat_henzinger
+from focuscrawl.learn import Judgement
+from focuscrawl.store import SKIPPED, Store
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+
+class UrlCritic:
+    """Judges a page by its path: {path: (relevance, topic)}; unknown paths are irrelevant."""
+
+    def __init__(self, verdicts: dict[str, tuple[float, str | None]]):
+        self.verdicts = verdicts
+
+    def judge(self, page) -> Judgement:
+        relevance, topic = self.verdicts.get("/" + page.url.split("/", 3)[3], (0.1, None))
+        return Judgement(relevance, topic)
+
+
+def chain_site(serve, links: dict[str, list[str]]):
+    async def handle(request):
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
+        if request.path not in links:
+            raise web.HTTPNotFound()
+        body = "".join(f"<p><a href='{target}'>to {target}</a> about {request.path}</p>" for target in links[request.path])
+        return web.Response(text=f"<html><body><p>page {request.path}</p>{body}</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return serve(app)
+
+
+def crawl_with(tmp_path, make_config, server, critic, name: str, **settings):
+    example = tmp_path / "example.txt"
+    example.write_text("an example")
+    config = make_config(seeds=[server.url("/seed")], strategy="best-first",
+                         topic={"positive": [str(example)], "negative": [str(example)]}, **settings)
+    crawler = Crawler.create(config, tmp_path / name)
+    crawler.critic = critic
+    asyncio.run(crawler.run())
+    return sqlite3.connect(tmp_path / name / "crawl.db")
+
+
+def url_rows(db) -> dict[str, tuple]:
+    return {url.rsplit("/", 1)[1]: tuple(rest) for url, *rest in db.execute("SELECT url, state, skip_reason, priority, tunnel FROM urls")}
+
+
+CHAIN = {"/seed": ["/a"], "/a": ["/b"], "/b": ["/c"], "/c": ["/d"], "/d": []}
+
+
+def test_tunnelling_follows_rejected_pages_to_its_distance_with_decaying_priority(serve, make_config, tmp_path):
+    server = chain_site(serve, CHAIN)
+    critic = UrlCritic({"/seed": (0.9, None), "/d": (0.9, None)})
+    db = crawl_with(tmp_path, make_config, server, critic, "tunnel", focus={"tunnelling": 2, "tunnel_decay": 0.5,
+                                                                             "accept": "soft"})
+    rows = url_rows(db)
+    fetched = {url.rsplit("/", 1)[1] for (url,) in db.execute("SELECT url FROM fetches")}
+    assert fetched >= {"seed", "a", "b", "c"} and "d" not in fetched
+    # a: a link of the accepted seed; b, c: through one and two rejected pages, decayed each step
+    assert rows["a"][2:] == (pytest.approx(0.9), 0)
+    assert rows["b"][2:] == (pytest.approx(0.45), 1)
+    assert rows["c"][2:] == (pytest.approx(0.225), 2)
+    assert rows["d"][:2] == (SKIPPED, TUNNEL_END)
+    # without tunnelling (the baselines' rule) every page's links are followed
+    db = crawl_with(tmp_path, make_config, server, critic, "all")
+    assert "d" in {url.rsplit("/", 1)[1] for (url,) in db.execute("SELECT url FROM fetches")}
+
+
+def test_sharp_focusing_accepts_only_the_class_of_the_path_soft_any_class(serve, make_config, tmp_path):
+    server = chain_site(serve, {"/seed": ["/x", "/y"], "/x": ["/x2"], "/y": ["/y2"], "/x2": [], "/y2": []})
+    critic = UrlCritic({"/seed": (0.9, "Science/Math"), "/x": (0.8, "Science/Math"), "/y": (0.8, "Arts"),
+                        "/x2": (0.8, "Science/Math"), "/y2": (0.8, "Arts")})
+    sharp = crawl_with(tmp_path, make_config, server, critic, "sharp", focus={"tunnelling": 0, "accept": "sharp"})
+    assert {url.rsplit("/", 1)[1] for (url,) in sharp.execute("SELECT url FROM fetches")} == {"seed", "x", "y", "x2"}
+    assert url_rows(sharp)["y2"][:2] == (SKIPPED, TUNNEL_END)  # y is Arts, its path Science/Math
+    soft = crawl_with(tmp_path, make_config, server, critic, "soft", focus={"tunnelling": 0, "accept": "soft"})
+    assert {url.rsplit("/", 1)[1] for (url,) in soft.execute("SELECT url FROM fetches")} == {"seed", "x", "y", "x2", "y2"}
+
+
+def test_strategies_follow_the_thesis_formulas():
+    conf, depth = 0.8, 4
+    assert STRATEGIES["bfs"](conf, depth, "u") < STRATEGIES["bfs"](conf, depth - 1, "u")
+    assert STRATEGIES["dfs"](conf, depth, "u") > STRATEGIES["dfs"](conf, depth - 1, "u")
+    assert STRATEGIES["best-first"](conf, depth, "u") == conf
+    assert STRATEGIES["classifier-bfs"](conf, depth, "u") == pytest.approx(conf / depth)
+    assert STRATEGIES["classifier-dfs"](conf, depth, "u") == pytest.approx(conf * depth)
+    # bookmark-based: a seed's links take the seed's score, later links their parent's priority
+    assert STRATEGIES["bookmark"](conf, 1, "u", 1.0) == conf
+    assert STRATEGIES["bookmark"](0.1, 3, "u", conf) == conf
+
+
+def test_archetypes_follow_the_two_rules_on_a_constructed_graph():
+    # hubs 6 and 7 point at 0, 1, 2 (the authorities); 3, 4, 5 get one weaker link each
+    edges = [(6, 0), (6, 1), (6, 2), (7, 0), (7, 1), (7, 2), (6, 3), (7, 4), (8, 5), (8, 0)]
+    n = 9
+    graph = TopicGraph(url_ids=np.arange(n), urls=[f"http://h{i}.test/" for i in range(n)],
+                       sources=np.array([s for s, _ in edges]), targets=np.array([t for _, t in edges]),
+                       hosts=[f"h{i}.test" for i in range(n)], confidence=np.zeros(n), positive=np.ones(n, dtype=bool))
+    _, authority = bharat_henzinger(graph)
+    confidence = np.array([0.55, 0.9, 0.95, 0.99, 0.7, 0.98, 0.6, 0.6, 0.6])
+    candidates = np.arange(6)  # the positively classified pages
+    assert authority[0] > authority[1] == authority[2] > authority[3]
+    a_auth, a_conf = select_archetypes(candidates, confidence, authority, n_auth=2, n_conf=2, mean_confidence=0.8,
+                                       mean_authority=authority[4])
+    # A_auth: the best authorities more confident than the mean: 0 (0.55) is left out, 1 and 2 kept
+    assert a_auth == [1, 2]
+    # A_conf: the most confident with more authority than the mean: 3 (0.99) and 5 (0.98) only if
+    # their authority beats 4's; 3 has one link from a strong hub, 5 from a weak one
+    expected = [i for i in sorted(candidates, key=lambda i: -confidence[i]) if authority[i] > authority[4]][:2]
+    assert a_conf == expected and 4 not in a_conf
+
+
+@pytest.fixture()
+def synthetic(serve, tmp_path):
+    site = build_site(pages=300, hosts=3, seed=11)
+    server = serve(make_app(site))
+
+    def config(**settings):
+        settings = {"politeness": {"min_interval": 0.0}, "fetch": {"loopback_only": True, "concurrency": 4}, **settings}
+        return topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy="best-first", **settings)
+
+    return site, config
+
+
+def adaptations(directory) -> list[tuple[int, str, dict]]:
+    db = sqlite3.connect(directory / "crawl.db")
+    return [(pages, kind, json.loads(detail)) for pages, kind, detail in db.execute(
+        "SELECT pages, kind, detail FROM adaptations ORDER BY id")]
+
+
+def test_retraining_changes_the_critic_persists_it_and_survives_resume(synthetic, tmp_path):
+    _, config = synthetic
+    settings = {"retrain": True, "link_analysis": True, "every_positives": 10, "window": 20, "harvest_below": None,
+                "authorities": 5, "confident": 5, "require_mean": False}
+    directory = tmp_path / "retrain"
+    crawler = Crawler.create(config(budget={"max_pages": 60}, adaptation=settings), directory)
+    asyncio.run(crawler.run())
+    steps = [step for step in adaptations(directory) if step[1] == "retraining"]
+    assert steps, "no retraining happened"
+    _, _, first = steps[0]
+    assert first["archetypes"] > 0 and first["added"] and "features_added" in first and "harvest_before" in first
+    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    assert len(saved.examples_[0]) == 10  # the originals stay the originals
+    probe = "socket connection timeout address family host port"
+    original = type(saved)(saved.classifier).fit(*saved.examples_)
+    assert saved.predict_proba([probe])[0] != pytest.approx(original.predict_proba([probe])[0])
+    # resume: the retrained critic goes on, the log continues after the last step
+    resumed = Crawler.open(directory, max_pages=100)
+    assert resumed.critic.predict_proba([probe])[0] == pytest.approx(saved.predict_proba([probe])[0])
+    assert resumed.adaptation.archetypes == json.loads(
+        sqlite3.connect(directory / "crawl.db").execute("SELECT value FROM meta WHERE key = 'archetypes'").fetchone()[0])
+    asyncio.run(resumed.run())
+    later = adaptations(directory)
+    assert len(later) > len(steps) and all(b[0] >= a[0] for a, b in zip(later, later[1:]))
+    assert later[-1][0] > 60
+
+
+def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthetic, tmp_path):
+    site, config = synthetic
+    directory = tmp_path / "phases"
+    settings = {"learning_phase": True, "learning_pages": 25, "learning_depth": 2, "link_analysis": True,
+                "retrain": True, "require_mean": False}
+    data = config(budget={"max_pages": 70}, adaptation=settings, focus={"tunnelling": 2}).model_dump(mode="json")
+    data["seeds"] = data["seeds"][:1]  # one host's root: the learning phase stays there
+    crawler = Crawler.create(validate_config(data), directory)
+    asyncio.run(crawler.run())
+    db = sqlite3.connect(directory / "crawl.db")
+    seed_host = site.hosts[0]
+    phase = [(pages, detail) for pages, kind, detail in adaptations(directory) if kind == "phase"]
+    assert len(phase) == 1 and phase[0][1]["phase"] == "harvesting"
+    switched_at = phase[0][0]
+    fetched = db.execute("SELECT u.host, u.depth FROM fetches f JOIN urls u ON u.id = f.url_id ORDER BY f.id").fetchall()
+    assert all(host == seed_host and depth <= 2 for host, depth in fetched[:switched_at])
+    assert any(host != seed_host for host, _ in fetched[switched_at:])
+    assert db.execute("SELECT value FROM meta WHERE key = 'phase'").fetchone() == ("harvesting",)
+    assert db.execute("SELECT COUNT(*) FROM urls WHERE skip_reason = ?", (OUT_OF_PHASE,)).fetchone() == (0,)
+    assert any(kind == "retraining" for _, kind, _ in adaptations(directory))
+
+
+def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
+    _, config = synthetic
+    directory = tmp_path / "adaptive"
+    crawler = Crawler.create(config(budget={"max_pages": 50}, adaptation={"pseudo_after": 30}), directory)
+    asyncio.run(crawler.run())
+    (step,) = adaptations(directory)
+    assert step[1] == "pseudo examples" and step[0] == 30
+    assert (step[2]["pseudo_positives"], step[2]["pseudo_negatives"]) == (15, 30)
+    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    assert len(saved.examples_[0]) == 10  # retrained on originals + pseudo examples, originals kept apart
+
+
+def test_the_bounded_queue_drops_the_lowest_priorities_and_a_later_link_brings_one_back(tmp_path):
+    store = Store(tmp_path / "crawl", warc=False)
+    frontier = Frontier(store.db, Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})))
+    with store.transaction():
+        ids = frontier.add([(f"http://h{i % 3}.test/{i}", f"h{i % 3}.test", i / 100, None) for i in range(30)], 1, None)
+        assert frontier.trim(20) == 10
+    assert frontier.size == 20
+    dropped = dict(store.db.execute("SELECT url, priority FROM urls WHERE skip_reason = ?", (QUEUE_FULL,)))
+    assert sorted(dropped.values()) == pytest.approx([i / 100 for i in range(10)])
+    with store.transaction():  # found again by a link: queued again
+        frontier.add([("http://h0.test/3", "h0.test", 0.5, None)], 1, None)
+    assert store.db.execute("SELECT state FROM urls WHERE id = ?", (ids[3],)).fetchone() == (0,)
+    assert frontier.size == 21
+    store.close()
