@@ -221,3 +221,22 @@ def test_the_bounded_queue_drops_the_lowest_priorities_and_a_later_link_brings_o
     assert store.db.execute("SELECT state FROM urls WHERE id = ?", (ids[3],)).fetchone() == (0,)
     assert frontier.size == 21
     store.close()
+
+
+def test_per_topic_queues_are_served_round_robin_however_skewed_the_scores(serve, make_config, tmp_path):
+    tree = {f"/{t}{i}": [f"/{t}{2 * i + 1}", f"/{t}{2 * i + 2}"] for t in "ab" for i in range(60)}
+    server = chain_site(serve, {"/seed": ["/a0", "/b0"], **tree})
+    critic = UrlCritic({**{f"/a{i}": (0.99, "A") for i in range(130)}, **{f"/b{i}": (0.55, "B") for i in range(130)},
+                        "/seed": (0.3, None)})  # the seed is in no topic: its links wait in the queue ""
+
+    def topics_fetched(queues: str) -> list[str]:
+        db = crawl_with(tmp_path, make_config, server, critic, queues, budget={"max_pages": 41},
+                        fetch={"concurrency": 1}, focus={"queues": queues})
+        return [url.rsplit("/", 1)[1][0] for (url,) in db.execute("SELECT url FROM fetches ORDER BY id")][1:]
+
+    one = topics_fetched("one")
+    assert one.count("b") <= 2  # A's higher scores come first while any A link waits
+    shared = topics_fetched("per-topic")
+    assert shared[:3] == ["a", "a", "b"]  # queue "": a0; queue A: a1; queue "": b0; then A and B take turns
+    assert all(x != y for x, y in zip(shared[2:], shared[3:]))
+    assert abs(shared.count("a") - shared.count("b")) <= 2

@@ -394,7 +394,9 @@ class Crawler:
                 for i, p in zip(wanted, self.apprentice.score(features)):
                     url, host, _, reason = found[i]
                     found[i] = (url, host, float(p), reason)
-        targets = self.frontier.add(found, depth, item.url_id, known, plan.tunnel)
+        queue = (page_class(relevance, judgement.topic if judgement else None) or item.queue
+                 if self.config.focus.queues == "per-topic" else "")
+        targets = self.frontier.add(found, depth, item.url_id, known, plan.tunnel, queue)
         max_queued = self.config.focus.max_queued
         if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full

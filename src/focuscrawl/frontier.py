@@ -9,9 +9,11 @@ by the time their politeness interval ends. Hosts at their connection limit wait
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import sqlite3
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 from focuscrawl.fetch.hosts import BAD, Host, Hosts
@@ -71,15 +73,22 @@ class Item:
     parent_id: int | None
     priority: float
     tunnel: int = 0
+    queue: str = ""
 
 
 class Frontier:
+    """Hosts wait in heaps per queue: one queue (""), or BINGO!'s sub-queue per topic, served
+    round-robin so that one topic's higher scores cannot starve the others (thesis §2.3.3)."""
+
     def __init__(self, db: sqlite3.Connection, hosts: Hosts):
         self.db = db
         self.hosts = hosts
         self.connections = hosts.connections
-        self._ready: list[tuple[float, int, str]] = []
+        self._best: dict[tuple[str, str], tuple[float, int]] = {}  # (queue, host) -> its best queued URL
+        self._queues_of: dict[str, set[str]] = defaultdict(set)  # host -> queues it has URLs in
+        self._ready: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of hosts by best priority
         self._sleeping: list[tuple[float, str]] = []
+        self._turn = ""  # the queue served last
         self.size = 0  # queued URLs
         self.in_flight = 0
         self.done = 0  # URLs fetched (or refused) over the whole crawl, resumes included
@@ -96,21 +105,22 @@ class Frontier:
         """Recount from the database and re-offer every host (after a load or a rolled-back page)."""
         self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
         self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
-        for host in self.hosts:
-            host.best = None
-        best = "SELECT host, MAX(priority), id FROM urls WHERE state = ? GROUP BY host"
-        for name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():
-            self._raise(self.hosts[name], priority, url_id)
+        self._best.clear()
+        self._queues_of.clear()
+        self._ready.clear()
+        best = "SELECT queue, host, MAX(priority), id FROM urls WHERE state = ? GROUP BY queue, host"
+        for queue, name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():
+            self._raise(queue, self.hosts[name], priority, url_id)
 
     # -- discovery ---------------------------------------------------------------------------
 
     def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
-            known: dict[str, list] | None = None, tunnel: int = 0) -> list[int]:
+            known: dict[str, list] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
         (link graph, seen set) unless a later link admits it. One lookup for the whole batch
-        (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel``: the links' tunnelling
-        distance (the same for all links of a page)."""
+        (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel`` and ``queue``: the
+        links' tunnelling distance and sub-queue (the same for all links of a page)."""
         if known is None:
             known = self.known([url for url, _, _, _ in found])
         ids = []
@@ -121,16 +131,16 @@ class Frontier:
             if row is None:
                 state = QUEUED if skip_reason is None else SKIPPED
                 url_id = self.db.execute(
-                    "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at, tunnel)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (url, host, depth, parent_id, priority, state, skip_reason, time.time(), tunnel),
+                    "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at, tunnel,"
+                    " queue) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (url, host, depth, parent_id, priority, state, skip_reason, time.time(), tunnel, queue),
                 ).lastrowid
                 known[url] = [url_id, state, priority, skip_reason]
                 if state == QUEUED:
                     self.size += 1
-                    self._raise(self.hosts[host], priority, url_id)
+                    self._raise(queue, self.hosts[host], priority, url_id)
             elif skip_reason is None:
-                self._readmit(row, host, depth, parent_id, priority, tunnel)
+                self._readmit(row, host, depth, parent_id, priority, tunnel, queue)
             ids.append(known[url][0])
         return ids
 
@@ -144,23 +154,25 @@ class Frontier:
             known.update((url, list(rest)) for url, *rest in self.db.execute(query, chunk))
         return known
 
-    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int) -> None:
+    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int,
+                 queue: str) -> None:
         """A seen URL found again by an admissible link: raise its priority (the better link's
-        tunnelling distance with it), or queue it if it was skipped only for a reason this link
-        does not have."""
+        tunnelling distance and queue with it), or queue it if it was skipped only for a reason
+        this link does not have."""
         url_id, state, old_priority, old_reason = row
         if state == QUEUED and priority > old_priority:
-            self.db.execute("UPDATE urls SET priority = ?, tunnel = ? WHERE id = ?", (priority, tunnel, url_id))
+            self.db.execute("UPDATE urls SET priority = ?, tunnel = ?, queue = ? WHERE id = ?",
+                            (priority, tunnel, queue, url_id))
         elif state == SKIPPED and old_reason in REVIVABLE:
             self.db.execute(
-                "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ?, tunnel = ?"
-                " WHERE id = ?", (QUEUED, depth, parent_id, priority, tunnel, url_id),
+                "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ?, tunnel = ?,"
+                " queue = ? WHERE id = ?", (QUEUED, depth, parent_id, priority, tunnel, queue, url_id),
             )
             self.size += 1
         else:
             return
         row[1:] = [QUEUED, priority, None]
-        self._raise(self.hosts[host], priority, url_id)
+        self._raise(queue, self.hosts[host], priority, url_id)
 
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
         """A redirect's final URL has been fetched too: never queue it again."""
@@ -174,27 +186,40 @@ class Frontier:
     # -- hand-out ----------------------------------------------------------------------------
 
     def next_ready(self) -> Item | None:
-        """The best queued URL of a host we may ask now, marked in flight; None if none is ready."""
+        """The best queued URL of a host we may ask now, marked in flight; None if none is ready.
+        With several queues, the next queue after the one served last that has one (round-robin)."""
         now = time.monotonic()
         while self._sleeping and self._sleeping[0][0] <= now:
             self._offer(self.hosts[heapq.heappop(self._sleeping)[1]], now)
-        while self._ready:
-            negative, best_id, name = heapq.heappop(self._ready)
+        queues = sorted(q for q, heap in self._ready.items() if heap)
+        after = bisect.bisect_right(queues, self._turn)
+        for queue in queues[after:] + queues[:after]:
+            item = self._take(queue, now)
+            if item is not None:
+                self._turn = queue
+                return item
+        return None
+
+    def _take(self, queue: str, now: float) -> Item | None:
+        heap = self._ready[queue]
+        while heap:
+            negative, best_id, name = heapq.heappop(heap)
             host = self.hosts[name]
-            if host.best != -negative or host.best_id != best_id or host.status == BAD or host.active >= self.connections:
+            if self._best.get((queue, name)) != (-negative, best_id) or host.status == BAD or host.active >= self.connections:
                 continue
             if host.next_start > now:
                 heapq.heappush(self._sleeping, (host.next_start, name))
                 continue
             rows = self.db.execute(
-                "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE host = ? AND state = ?"
+                "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE queue = ? AND host = ? AND state = ?"
                 " ORDER BY priority DESC, id LIMIT 2",
-                (name, QUEUED),
+                (queue, name, QUEUED),
             ).fetchall()
-            host.best = None
+            del self._best[(queue, name)]
             if len(rows) > 1:
-                host.best, host.best_id = rows[1][4], rows[1][0]
+                self._best[(queue, name)] = (rows[1][4], rows[1][0])
             if not rows:
+                self._queues_of[name].discard(queue)
                 continue
             url_id, url, depth, parent_id, priority, tunnel = rows[0]
             self.db.execute("UPDATE urls SET state = ? WHERE id = ?", (IN_FLIGHT, url_id))
@@ -202,7 +227,7 @@ class Frontier:
             self.size -= 1
             self.in_flight += 1
             self._offer(host, now)
-            return Item(url_id, url, name, depth, parent_id, priority, tunnel)
+            return Item(url_id, url, name, depth, parent_id, priority, tunnel, queue)
         return None
 
     def seconds_to_next(self) -> float | None:
@@ -229,7 +254,8 @@ class Frontier:
             "UPDATE urls SET state = ?, skip_reason = 'host marked bad' WHERE host = ? AND state = ?", (SKIPPED, name, QUEUED)
         ).rowcount
         self.size -= dropped
-        self.hosts[name].best = None
+        for queue in self._queues_of.pop(name, set()):
+            self._best.pop((queue, name), None)
         return dropped
 
     # -- reorganisation (BINGO!) ---------------------------------------------------------------
@@ -264,15 +290,21 @@ class Frontier:
 
     # -- host heaps --------------------------------------------------------------------------
 
-    def _raise(self, host: Host, priority: float, url_id: int) -> None:
-        if host.best is None or priority > host.best:
-            host.best, host.best_id = priority, url_id
-            self._offer(host, time.monotonic())
+    def _raise(self, queue: str, host: Host, priority: float, url_id: int) -> None:
+        best = self._best.get((queue, host.name))
+        if best is None or priority > best[0]:
+            self._best[(queue, host.name)] = (priority, url_id)
+            self._queues_of[host.name].add(queue)
+            self._offer(host, time.monotonic(), (queue,))
 
-    def _offer(self, host: Host, now: float) -> None:
-        if host.best is None or host.status == BAD or host.active >= self.connections:
+    def _offer(self, host: Host, now: float, queues=None) -> None:
+        """Put the host in the ready heaps of its queues (or only ``queues``), or to sleep."""
+        if host.status == BAD or host.active >= self.connections or not self._queues_of.get(host.name):
             return
         if host.next_start > now:
             heapq.heappush(self._sleeping, (host.next_start, host.name))
-        else:
-            heapq.heappush(self._ready, (-host.best, host.best_id, host.name))
+            return
+        for queue in self._queues_of[host.name] if queues is None else queues:
+            best = self._best.get((queue, host.name))
+            if best is not None:
+                heapq.heappush(self._ready.setdefault(queue, []), (-best[0], best[1], host.name))

@@ -42,9 +42,9 @@ CREATE TABLE IF NOT EXISTS urls (
     state INTEGER NOT NULL DEFAULT 0,      -- 0 queued, 1 in flight, 2 done, 3 skipped
     skip_reason TEXT,
     discovered_at REAL NOT NULL,
-    tunnel INTEGER NOT NULL DEFAULT 0  -- pages not accepted on the path since the last accepted one (BINGO! tunnelling)
+    tunnel INTEGER NOT NULL DEFAULT 0,  -- pages not accepted on the path since the last accepted one (BINGO! tunnelling)
+    queue TEXT NOT NULL DEFAULT ''  -- the frontier's sub-queue: '' or, with per-topic queues, the source's topic
 );
-CREATE INDEX IF NOT EXISTS urls_frontier ON urls (host, priority DESC, id) WHERE state = 0;
 CREATE TABLE IF NOT EXISTS fetches (
     id INTEGER PRIMARY KEY,
     url_id INTEGER NOT NULL REFERENCES urls(id),
@@ -395,7 +395,9 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     db.executescript(SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
     _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
-    _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0"})
+    _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
+    db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
+    db.execute("CREATE INDEX IF NOT EXISTS urls_queue ON urls (queue, host, priority DESC, id) WHERE state = 0")
     _merge_link_feature_copies(db)
 
 

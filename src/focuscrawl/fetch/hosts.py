@@ -19,9 +19,6 @@ class Host:
     active: int = 0  # page fetches in flight (the per-host connection limit)
     failures: int = 0  # consecutive network failures
     status: str = OK
-    # the frontier's view: priority and id of the best queued URL, None when none is queued
-    best: float | None = None
-    best_id: int = 0
 
 
 class Hosts:
