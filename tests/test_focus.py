@@ -240,3 +240,29 @@ def test_per_topic_queues_are_served_round_robin_however_skewed_the_scores(serve
     assert shared[:3] == ["a", "a", "b"]  # queue "": a0; queue A: a1; queue "": b0; then A and B take turns
     assert all(x != y for x, y in zip(shared[2:], shared[3:]))
     assert abs(shared.count("a") - shared.count("b")) <= 2
+
+
+def test_a_reorganisation_puts_the_best_hubs_links_first_and_can_reclassify_the_stored_pages(synthetic, tmp_path):
+    _, config = synthetic
+    directory = tmp_path / "hubs"
+    settings = {"link_analysis": True, "retrain": True, "reclassify": True, "hubs": 2, "every_positives": None,
+                "harvest_below": None, "require_mean": False}
+    asyncio.run(Crawler.create(config(budget={"max_pages": 40}, adaptation=settings), directory).run())
+    crawler = Crawler.open(directory)
+    crawler.frontier.load()
+    db = crawler.store.db
+    top_before = db.execute("SELECT MAX(priority) FROM urls WHERE state = 0").fetchone()[0]
+    crawler.adaptation.reorganise("test")
+    hubs = [url_id for (url_id,) in db.execute(
+        "SELECT s.url_id FROM link_scores s JOIN documents d ON d.url_id = s.url_id ORDER BY s.hub DESC, s.url_id LIMIT 2")]
+    promoted = db.execute(f"SELECT u.priority FROM links l JOIN urls u ON u.id = l.target_id WHERE u.state = 0"
+                          f" AND l.source_id IN ({hubs[0]}, {hubs[1]})").fetchall()
+    others = db.execute(f"SELECT MAX(priority) FROM urls WHERE state = 0 AND id NOT IN (SELECT target_id FROM links"
+                        f" WHERE source_id IN ({hubs[0]}, {hubs[1]}))").fetchone()[0]
+    assert promoted and min(p for (p,) in promoted) > max(top_before, others or 0)
+    assert crawler.frontier.next_ready().url_id in {t for (t,) in db.execute(
+        f"SELECT target_id FROM links WHERE source_id IN ({hubs[0]}, {hubs[1]})")}
+    # reclassified: every stored page's score is the retrained critic's
+    texts = db.execute("SELECT text, relevance FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+    np.testing.assert_allclose([r for _, r in texts], crawler.critic.predict_proba([t for t, _ in texts]))
+    crawler.store.close()
