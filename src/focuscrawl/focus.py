@@ -243,18 +243,24 @@ class Adaptation:
         mean_authority = float(scores.authorities[seen].sum() / len(training)) if training and seen else 0.0
         if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
             chosen = candidates.tolist()
-        else:
+        else:  # without require_mean (§2.5.3's few examples), the top pages by either score
+            floors = (mean_confidence, mean_authority) if s.require_mean else (-np.inf, -np.inf)
             a_auth, a_conf = select_archetypes(candidates, g.confidence, scores.authorities, s.authorities, s.confident,
-                                               mean_confidence, mean_authority)
+                                               *floors)
             chosen = list(dict.fromkeys(a_auth + a_conf))
         urls = [g.urls[i] for i in chosen]
         texts = dict(crawler.store.db.execute(
             f"SELECT u.url, d.text FROM urls u JOIN documents d ON d.url_id = u.id WHERE u.url IN ({','.join('?' * len(urls))})",
             urls)) if urls else {}
         archetypes = [u for u in urls if texts.get(u)]
+        # archetypes come as positives only: negatives are kept at topic.negatives_per_positive times the
+        # positives, as the first training did (Pant §5), with the pages the critic liked least
+        # (BINGO! had hundreds of negatives to begin with)
+        negatives = self._pages_by_score(
+            round(crawler.config.topic.negatives_per_positive * (len(examples[0]) + len(archetypes))) - len(examples[1]))
         before = critic.feature_space()
         try:
-            retrained = critic.refit([texts[u] for u in archetypes])
+            retrained = critic.refit([texts[u] for u in archetypes], negatives)
         except (ModelError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}
@@ -264,10 +270,19 @@ class Adaptation:
         crawler.set_critic(retrained)
         if s.reclassify:
             crawler.reclassify()
-        return {"archetypes": len(archetypes), "added": added, "removed": removed,
+        return {"archetypes": len(archetypes), "added": added, "removed": removed, "extra_negatives": len(negatives),
                 "mean_training_confidence": mean_confidence, "mean_training_authority": mean_authority,
                 "features_added": len(after - before), "features_removed": len(before - after),
                 "features": len(after)}
+
+    def _pages_by_score(self, count: int, best: bool = False) -> list[str]:
+        """The texts of the ``count`` fetched pages the critic liked least (or best)."""
+        if count <= 0:
+            return []
+        order = "DESC" if best else "ASC"
+        return [t for (t,) in self.crawler.store.db.execute(
+            f"SELECT text FROM documents WHERE relevance IS NOT NULL AND text != '' ORDER BY relevance {order}, url_id"
+            " LIMIT ?", (count,))]
 
     def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
         """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
@@ -287,10 +302,7 @@ class Adaptation:
     def pseudo_examples(self) -> None:
         """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
         crawler, s = self.crawler, self.settings
-        db = crawler.store.db
-        query = "SELECT text FROM documents WHERE relevance IS NOT NULL AND text != '' ORDER BY relevance {} LIMIT ?"
-        positives = [t for (t,) in db.execute(query.format("DESC"), (s.pseudo_positives,))]
-        negatives = [t for (t,) in db.execute(query.format("ASC"), (s.pseudo_negatives,))]
+        positives, negatives = self._pages_by_score(s.pseudo_positives, best=True), self._pages_by_score(s.pseudo_negatives)
         detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
                   "harvest_before": float(np.mean(self.window)) if self.window else None}
         try:
