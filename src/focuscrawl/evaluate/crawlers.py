@@ -78,9 +78,11 @@ OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {
 # BINGO! §2.3.3 and §2.5.3: a learning phase (classifier × breadth-first on the seeds' hosts, depth ≤ 4,
 # sharp focusing, tunnelling 2) for a quarter of the budget at most, then link analysis, archetypes
 # and retraining, and a harvesting phase (classifier strategy anywhere, soft focusing, tunnelling 2)
-# resumed from the best hubs, retraining at its triggers; bingo-static is the same without retraining
+# resumed from the best hubs, retraining at its triggers; bingo-static is the same without retraining.
+# As in §2.5.3 (a handful of examples), archetypes need not beat the examples' mean confidence and
+# authority: the learning phase's positive pages all become archetypes
 BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
-         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True}}
+         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "require_mean": False}}
 BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
 
 REGISTRY = {spec.name: spec for spec in [
