@@ -118,14 +118,15 @@ def test_archetypes_follow_the_two_rules_on_a_constructed_graph():
     confidence = np.array([0.55, 0.9, 0.95, 0.99, 0.7, 0.98, 0.6, 0.6, 0.6])
     candidates = np.arange(6)  # the positively classified pages
     assert authority[0] > authority[1] == authority[2] > authority[3]
+    assert authority[3] == pytest.approx(authority[4]) and authority[4] > authority[5]  # a strong hub beats a weak one
     a_auth, a_conf = select_archetypes(candidates, confidence, authority, n_auth=2, n_conf=2, mean_confidence=0.8,
-                                       mean_authority=authority[4])
-    # A_auth: the best authorities more confident than the mean: 0 (0.55) is left out, 1 and 2 kept
-    assert a_auth == [1, 2]
-    # A_conf: the most confident with more authority than the mean: 3 (0.99) and 5 (0.98) only if
-    # their authority beats 4's; 3 has one link from a strong hub, 5 from a weak one
-    expected = [i for i in sorted(candidates, key=lambda i: -confidence[i]) if authority[i] > authority[4]][:2]
-    assert a_conf == expected and 4 not in a_conf
+                                       mean_authority=(authority[4] + authority[5]) / 2)
+    # the top two authorities are 0 and 1 (1 before 2 on the tie); 0 is less confident than the mean
+    assert a_auth == [1]
+    # the two most confident are 3 (0.99) and 5 (0.98); 5's authority is below the mean
+    assert a_conf == [3]
+    # without the top-N cut first, 2 would have come in too: the thesis takes the top N, then filters
+    assert select_archetypes(candidates, confidence, authority, 3, 0, 0.8, 0.0)[0] == [1, 2]
 
 
 @pytest.fixture()

@@ -27,7 +27,7 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus, page_class
-from focuscrawl.frontier import Frontier, Item
+from focuscrawl.frontier import HEAD, Frontier, Item, own_priority
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import DONE, QUEUED, CrawlDirError, Store, content_hash
@@ -117,10 +117,8 @@ class Crawler:
         self.hosts = Hosts(config)
         self.frontier = Frontier(self.store.db, self.hosts)
         self.rules = UrlRules(config)
-        self.seeds = [url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 ORDER BY id")]
-        self.phase = self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl")
-        self.focus = Focus.for_phase(config, self.phase, self.seeds)
-        self.priority = self.focus.strategy
+        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "[]"))
+        self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.apprentice: Apprentice | None = None
         if config.strategy == "apprentice":  # best-first until it has learnt a batch
             saved = self.store.load_model("apprentice")
@@ -156,9 +154,10 @@ class Crawler:
         crawler = cls(directory, config)
         with crawler.store.transaction():
             crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
-            crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase)
+            crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase,
+                                   seeds=json.dumps(seeds))
         crawler.seeds = seeds
-        crawler.focus = Focus.for_phase(config, crawler.phase, seeds)
+        crawler.set_phase(crawler.phase)  # the learning phase keeps to the seeds' hosts
         return crawler
 
     @classmethod
@@ -204,6 +203,8 @@ class Crawler:
                 elif self.critic is None and self.config.topic.taxonomy:
                     self.critic = TaxonomyModel.load(self.config.topic.taxonomy)
                     self.critic.save(self.directory / TAXONOMY_CRITIC_FILE)  # the crawl keeps the model it used
+                if self.adaptation is not None:
+                    self.adaptation.resume()
                 self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
                 for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
                     if isinstance(outcome, Exception):
@@ -357,7 +358,10 @@ class Crawler:
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
         if self.adaptation is not None and page is not None:
-            self.adaptation.after_page(relevance)
+            try:
+                self.adaptation.after_page(relevance)
+            except Exception:  # noqa: BLE001 - the page is stored; the crawl goes on with the saved critic
+                log.exception("adaptation failed; the crawl goes on with the saved critic and phase")
         if response.error:
             log.info("%s: %s", item.url, response.error)
 
@@ -381,7 +385,7 @@ class Crawler:
             elif reason is None and too_deep:
                 reason = "beyond max depth"
             reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
-            priority = self.priority(relevance, depth, link.url, item.priority) if plan.priority is None else plan.priority
+            priority = self.link_priority(relevance, depth, link.url, item.priority) if plan.priority is None else plan.priority
             found.append((link.url, host, priority, reason))
         known = None
         if self.apprentice is not None:
@@ -407,16 +411,41 @@ class Crawler:
             for target, link in zip(targets, page.links)
         ])
 
+    def set_phase(self, name: str) -> None:
+        """The crawl policy of a phase ("crawl" when there are none, "learning", "harvesting")."""
+        self.phase = name
+        self.focus = Focus.for_phase(self.config, name, self.seeds)
+        self.priority = self.focus.strategy
+
+    def link_priority(self, parent_relevance: float | None, depth: int, url: str, parent_priority: float) -> float:
+        """The strategy's priority of a link; the parent's own priority, not a promotion to the head."""
+        return self.priority(parent_relevance, depth, url, own_priority(parent_priority))
+
+    def priorities_from_parents(self, where: str, arguments: tuple = ()) -> list[tuple[float, int]]:
+        """(priority, id) of the URLs matching ``where`` (over ``u``), from their parents' scores now."""
+        rows = self.store.db.execute(
+            "SELECT u.id, u.depth, u.url, d.relevance, p.priority FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
+            f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE {where}", arguments).fetchall()
+        return [(self.link_priority(relevance, depth, url, parent or 0.0), url_id)
+                for url_id, depth, url, relevance, parent in rows]
+
     def _path_class(self, item: Item) -> str | None:
         """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
-        the page a tunnel through rejected pages started from)."""
-        url_id = item.parent_id
-        for _ in range(item.tunnel):
-            if url_id is None:
-                break
-            url_id = self.store.db.execute("SELECT parent_id FROM urls WHERE id = ?", (url_id,)).fetchone()[0]
-        row = self.store.db.execute("SELECT relevance, topic FROM documents WHERE url_id = ?", (url_id,)).fetchone()
-        return page_class(*row) if row else None
+        the page a tunnel through rejected pages started from; pages that only redirect are passed
+        over). A seed is of the topic it exemplifies: with a two-class critic, 'relevant'."""
+        db, url_id, steps = self.store.db, item.parent_id, item.tunnel
+        while url_id is not None:
+            row = db.execute("SELECT u.parent_id, u.depth, d.relevance, d.topic FROM urls u"
+                             " LEFT JOIN documents d ON d.url_id = u.id WHERE u.id = ?", (url_id,)).fetchone()
+            parent_id, depth, relevance, topic = row
+            if depth == 0 and not topic:
+                return "relevant"
+            if relevance is not None:
+                if steps == 0:
+                    return page_class(relevance, topic)
+                steps -= 1
+            url_id = parent_id
+        return None
 
     def set_critic(self, critic: Critic) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
@@ -435,9 +464,9 @@ class Crawler:
                 scores = self.critic.predict_proba([text for _, text in chunk])
                 db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?",
                                [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
-            queued = db.execute("SELECT u.id, u.depth, u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id"
-                                " WHERE u.state = ? AND u.tunnel = 0", (QUEUED,)).fetchall()
-            self.store.set_priorities([(self.priority(r, depth, url), url_id) for url_id, depth, url, r in queued])
+            if self.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
+                self.store.set_priorities(self.priorities_from_parents(f"u.state = {QUEUED} AND u.tunnel = 0"
+                                                                       f" AND u.priority < {HEAD / 2}"))
         self.progress.relevance_sum, self.progress.scored = db.execute(
             "SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
         self.frontier.resync()
@@ -507,8 +536,9 @@ class Crawler:
         """A redirect to another host (or a <meta> refresh) is a link of the same depth and
         priority, fetched when that host is ready; the link table keeps the edge (without
         anchor or leaf span)."""
-        reason = self.rules.rejection(target)
-        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id)
+        reason = self.rules.rejection(target) or self.focus.scope_rejection(host_of(target), item.depth)
+        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id,
+                                         tunnel=item.tunnel, queue=item.queue)
         if self.apprentice is not None:
             self.store.retarget_link_features(item.url_id, target_id)
         self.store.record_links([(item.url_id, target_id, None, None, None, 0)])

@@ -31,7 +31,8 @@ import numpy as np
 from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
-from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item
+from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item, own_priority
+from focuscrawl.store import SKIPPED
 from focuscrawl.learn import Critic, ModelError
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class Focus:
         tunnel = item.tunnel + 1
         if tunnel > self.phase.tunnelling:
             return LinkPlan(tunnel, TUNNEL_END)
-        return LinkPlan(tunnel, priority=item.priority * self.config.focus.tunnel_decay)
+        own, decay = own_priority(item.priority), self.config.focus.tunnel_decay
+        return LinkPlan(tunnel, priority=own * decay if own >= 0 else own / decay)  # lower either way
 
     def _accepts(self, item: Item, relevance: float | None, topic: str | None, path_class) -> bool:
         mine = page_class(relevance, topic)
@@ -111,14 +113,14 @@ class Focus:
 
 def select_archetypes(candidates: np.ndarray, confidence: np.ndarray, authority: np.ndarray, n_auth: int, n_conf: int,
                       mean_confidence: float, mean_authority: float) -> tuple[list[int], list[int]]:
-    """§2.2.3: A_auth = the top ``n_auth`` authorities among ``candidates`` (indices of positively
-    classified pages) whose confidence exceeds the training documents' mean; A_conf = the top
-    ``n_conf`` by confidence whose authority exceeds the training documents' mean authority.
-    Ties: lower index first."""
+    """§2.2.3: of the top ``n_auth`` authorities among ``candidates`` (indices of positively
+    classified pages), A_auth keeps those more confident than the training documents' mean; of
+    the top ``n_conf`` by confidence, A_conf keeps those with more authority than the training
+    documents' mean. Ties: lower index first."""
     by_authority = sorted(candidates.tolist(), key=lambda i: (-authority[i], i))
     by_confidence = sorted(candidates.tolist(), key=lambda i: (-confidence[i], i))
-    a_auth = [i for i in by_authority if authority[i] > 0 and confidence[i] > mean_confidence][:n_auth]
-    a_conf = [i for i in by_confidence if authority[i] > mean_authority][:n_conf]
+    a_auth = [i for i in by_authority[:n_auth] if authority[i] > 0 and confidence[i] > mean_confidence]
+    a_conf = [i for i in by_confidence[:n_conf] if authority[i] > mean_authority]
     return a_auth, a_conf
 
 
@@ -178,8 +180,12 @@ class Adaptation:
             return
         if s.every_positives and self.positives - self.last_positives >= s.every_positives:
             self.reorganise(f"{self.positives - self.last_positives} more positive pages")
-        elif s.harvest_below is not None and len(self.window) == s.window and np.mean(self.window) < s.harvest_below:
-            self.reorganise(f"harvest rate {np.mean(self.window):.3f} over {s.window} pages below {s.harvest_below}")
+        elif s.harvest_below is not None and len(self.window) == s.window and self.window_harvest() < s.harvest_below:
+            self.reorganise(f"harvest rate {self.window_harvest():.3f} over {s.window} pages below {s.harvest_below}")
+
+    def window_harvest(self) -> float | None:
+        """The critic-estimated harvest rate (eq. 2.31) over the last ``window`` pages."""
+        return float(np.mean(self.window)) if self.window else None
 
     def frontier_exhausted(self) -> bool:
         """Nothing left in the learning phase's scope: start harvesting (True: the crawl goes on)."""
@@ -194,24 +200,28 @@ class Adaptation:
         """§2.3.3: retrain with the archetypes found, queue what the learning phase left aside
         (priority: its source's score, the classifier strategy), resume from the best hubs."""
         crawler = self.crawler
-        crawler.phase = "harvesting"
-        crawler.focus = Focus.for_phase(crawler.config, "harvesting", crawler.seeds)
-        crawler.priority = crawler.focus.strategy
+        crawler.set_phase("harvesting")
         with crawler.store.transaction():
-            requeued = crawler.frontier.requeue(
-                OUT_OF_PHASE, "COALESCE((SELECT d.relevance FROM documents d WHERE d.url_id = urls.parent_id), 0.0)")
-            crawler.store.set_meta(phase="harvesting")
+            requeued = crawler.frontier.requeue(crawler.priorities_from_parents(
+                "u.state = ? AND u.skip_reason = ?", (SKIPPED, OUT_OF_PHASE)))
+            crawler.store.set_meta(phase="harvesting", reorganise_pending="start of the harvesting phase")
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
         crawler.frontier.resync()
         log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
         self.reorganise("start of the harvesting phase", learning_phase=True)
+
+    def resume(self) -> None:
+        """A crawl stopped between a phase switch and its reorganisation does the latter now."""
+        pending = self.crawler.store.get_meta("reorganise_pending")
+        if pending:
+            self.reorganise(pending, learning_phase=pending == "start of the harvesting phase")
 
     def reorganise(self, reason: str, learning_phase: bool = False) -> None:
         """Link analysis of every topic, retraining with archetypes, hubs to the head of the frontier."""
         crawler, s = self.crawler, self.settings
         clock = time.perf_counter()
         db = crawler.store.db
-        detail: dict = {"reason": reason, "harvest_before": float(np.mean(self.window)) if self.window else None}
+        detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
         analyses = [graph.analyse(db, topic) for topic in graph.crawl_topics(db)]
         if s.retrain and isinstance(crawler.critic, Critic):
             detail.update(self._retrain(analyses, admit_all=learning_phase and not s.require_mean))
@@ -221,7 +231,7 @@ class Adaptation:
             detail["hub_links_promoted"] = self._promote_hubs(analyses)
             self.last_trigger, self.last_positives = crawler.frontier.done, self.positives
             crawler.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
-                                   archetypes=json.dumps(self.archetypes))
+                                   archetypes=json.dumps(self.archetypes), reorganise_pending="")
             detail["seconds"] = round(time.perf_counter() - clock, 3)
             self._log("retraining" if "archetypes" in detail else "link analysis", detail)
         crawler.frontier.resync()
@@ -249,9 +259,8 @@ class Adaptation:
                                                *floors)
             chosen = list(dict.fromkeys(a_auth + a_conf))
         urls = [g.urls[i] for i in chosen]
-        texts = dict(crawler.store.db.execute(
-            f"SELECT u.url, d.text FROM urls u JOIN documents d ON d.url_id = u.id WHERE u.url IN ({','.join('?' * len(urls))})",
-            urls)) if urls else {}
+        texts = crawler.store.texts_of([int(g.url_ids[i]) for i in chosen])
+        texts = {g.urls[i]: texts.get(int(g.url_ids[i])) for i in chosen}
         archetypes = [u for u in urls if texts.get(u)]
         # archetypes come as positives only: negatives are kept at topic.negatives_per_positive times the
         # positives, as the first training did (Pant §5), with the pages the critic liked least
@@ -270,6 +279,8 @@ class Adaptation:
         crawler.set_critic(retrained)
         if s.reclassify:
             crawler.reclassify()
+            self.positives = crawler.store.db.execute(
+                "SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
         return {"archetypes": len(archetypes), "added": added, "removed": removed, "extra_negatives": len(negatives),
                 "mean_training_confidence": mean_confidence, "mean_training_authority": mean_authority,
                 "features_added": len(after - before), "features_removed": len(before - after),
@@ -290,13 +301,12 @@ class Adaptation:
         if not n_hub:
             return 0
         db = self.crawler.store.db
-        top = db.execute("SELECT MAX(priority) FROM urls WHERE state = 0").fetchone()[0] or 0.0
-        head: dict[int, float] = {}
+        head: dict[int, float] = {}  # target -> the best hub score linking to it
         for scores in analyses:
-            hubs = [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]
-            for i in hubs:
-                for (target,) in db.execute("SELECT target_id FROM links WHERE source_id = ?", (int(scores.graph.url_ids[i]),)):
-                    head[target] = max(head.get(target, 0.0), top + 1.0 + float(scores.hubs[i]))
+            for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
+                for (target,) in db.execute("SELECT target_id FROM links WHERE source_id = ? AND nofollow = 0",
+                                            (int(scores.graph.url_ids[i]),)):
+                    head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
         return self.crawler.frontier.promote(head)
 
     def pseudo_examples(self) -> None:
@@ -304,7 +314,7 @@ class Adaptation:
         crawler, s = self.crawler, self.settings
         positives, negatives = self._pages_by_score(s.pseudo_positives, best=True), self._pages_by_score(s.pseudo_negatives)
         detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
-                  "harvest_before": float(np.mean(self.window)) if self.window else None}
+                  "harvest_before": self.window_harvest()}
         try:
             crawler.set_critic(crawler.critic.refit(positives, negatives))
         except (AttributeError, ModelError, ValueError) as err:
@@ -327,7 +337,7 @@ class Adaptation:
         store = self.crawler.store
         with store.transaction():
             (detail,) = store.db.execute("SELECT detail FROM adaptations WHERE id = ?", (self.measuring,)).fetchone()
-            detail = {**json.loads(detail), "harvest_after": float(np.mean(self.window)) if self.window else None}
+            detail = {**json.loads(detail), "harvest_after": self.window_harvest()}
             store.db.execute("UPDATE adaptations SET detail = ? WHERE id = ?", (json.dumps(detail), self.measuring))
             store.set_meta(adaptation_measuring="")
         self.measuring = None

@@ -24,6 +24,12 @@ TUNNEL_END = "beyond the tunnelling distance"
 OUT_OF_PHASE = "outside the learning phase"  # queued again when the harvesting phase starts
 QUEUE_FULL = "dropped from a full queue"
 REVIVABLE = ("nofollow", "beyond max depth", TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL)
+HEAD = 1e6  # a promoted URL's priority is HEAD + its score: ahead of every strategy's priorities
+
+
+def own_priority(priority: float) -> float:
+    """A URL's priority without a promotion to the head (what its links may inherit)."""
+    return priority - HEAD if priority >= HEAD / 2 else priority
 
 
 def bfs_priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
@@ -161,8 +167,8 @@ class Frontier:
         this link does not have."""
         url_id, state, old_priority, old_reason = row
         if state == QUEUED and priority > old_priority:
-            self.db.execute("UPDATE urls SET priority = ?, tunnel = ?, queue = ? WHERE id = ?",
-                            (priority, tunnel, queue, url_id))
+            self.db.execute("UPDATE urls SET priority = ?, tunnel = ?, queue = ?, depth = ?, parent_id = ? WHERE id = ?",
+                            (priority, tunnel, queue, depth, parent_id, url_id))
         elif state == SKIPPED and old_reason in REVIVABLE:
             self.db.execute(
                 "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ?, tunnel = ?,"
@@ -261,32 +267,31 @@ class Frontier:
     # -- reorganisation (BINGO!) ---------------------------------------------------------------
 
     def trim(self, max_queued: int) -> int:
-        """BINGO!'s bounded queue: beyond ``max_queued`` URLs the lowest-priority ones are dropped
-        (a later link may queue them again)."""
-        excess = self.size - max_queued
-        if excess <= 0:
-            return 0
+        """BINGO!'s bounded queue: beyond ``max_queued`` URLs in a queue (each topic's, with
+        per-topic queues) the lowest-priority ones are dropped; a later link may queue them again."""
         dropped = self.db.execute(
-            "UPDATE urls SET state = ?, skip_reason = ? WHERE id IN"
-            " (SELECT id FROM urls WHERE state = ? ORDER BY priority, id DESC LIMIT ?)",
-            (SKIPPED, QUEUE_FULL, QUEUED, excess)).rowcount
+            "UPDATE urls SET state = ?, skip_reason = ? WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
+            " (PARTITION BY queue ORDER BY priority DESC, id) AS rank FROM urls WHERE state = ?) WHERE rank > ?)",
+            (SKIPPED, QUEUE_FULL, QUEUED, max_queued)).rowcount
         self.size -= dropped
         return dropped
 
-    def requeue(self, reason: str, priorities: str) -> int:
-        """Queue again the URLs skipped for ``reason``, priorities from the SQL expression
-        ``priorities`` over the urls row (call :meth:`resync` after the transaction)."""
-        return self.db.execute(f"UPDATE urls SET state = ?, skip_reason = NULL, priority = {priorities}"
-                               " WHERE state = ? AND skip_reason = ?", (QUEUED, SKIPPED, reason)).rowcount
+    def requeue(self, rows: list[tuple[float, int]]) -> int:
+        """Queue again skipped URLs given as (priority, id), unless their host has gone bad
+        (call :meth:`resync` after the transaction)."""
+        return self.db.executemany(
+            f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ? AND state = {SKIPPED}"
+            f" AND host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')", rows).rowcount
 
     def promote(self, priorities: dict[int, float]) -> int:
-        """Put not-yet-fetched URLs at the given priorities, queueing those skipped for a reason a
-        link can lift (BINGO!'s hubs' links to the head of the queue); call :meth:`resync` after."""
-        rows = [(p, url_id) for url_id, p in priorities.items()]
-        self.db.executemany(f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ?"
-                            f" AND (state = {QUEUED} OR (state = {SKIPPED} AND skip_reason IN"
-                            f" ({','.join('?' * len(REVIVABLE))})))", [row + REVIVABLE for row in rows])
-        return len(rows)
+        """Put not-yet-fetched URLs at the head of the frontier (BINGO!'s best hubs' links):
+        priority HEAD + the given score; a URL the crawl policy had left aside (not one refused
+        by nofollow or max_depth) is queued. Call :meth:`resync` after the transaction."""
+        rows = [(HEAD + p, url_id) for url_id, p in priorities.items()]
+        return self.db.executemany(
+            f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ?"
+            f" AND (state = {QUEUED} OR (state = {SKIPPED} AND skip_reason IN ('{TUNNEL_END}', '{OUT_OF_PHASE}',"
+            f" '{QUEUE_FULL}'))) AND host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')", rows).rowcount
 
     # -- host heaps --------------------------------------------------------------------------
 

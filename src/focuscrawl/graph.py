@@ -126,8 +126,8 @@ def topic_graph(db: sqlite3.Connection, topic: str = "", threshold: float = 0.5)
     """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
     at least ``threshold`` (into the topic or one of its subtopics), their successors, and
     their known predecessors."""
-    where = "d.relevance >= ?" + (" AND (d.topic = ? OR d.topic LIKE ?)" if topic else "")
-    arguments = (threshold, topic, topic + "/%") if topic else (threshold,)
+    where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
+    arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
     for table in ("root_set", "base_set"):
         db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
         db.execute(f"DELETE FROM {table}")

@@ -267,6 +267,15 @@ class Store:
         self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)"
                             " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1", rows)
 
+    def texts_of(self, url_ids: list[int]) -> dict[int, str]:
+        """The stored text of those pages that have one."""
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            found.update(self.db.execute(f"SELECT url_id, text FROM documents WHERE text != '' AND url_id IN"
+                                         f" ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def relevance_of(self, urls: list[str]) -> dict[str, float]:
         """The critic's score of those URLs already judged."""
         found = {}

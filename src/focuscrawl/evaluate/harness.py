@@ -254,7 +254,7 @@ def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float
     truly relevant."""
     with closing(sqlite3.connect(directory / "crawl.db")) as db:
         rows = db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
-                          " WHERE d.relevance IS NOT NULL").fetchall()
+                          " WHERE d.relevance IS NOT NULL AND d.duplicate_of IS NULL").fetchall()
     if not rows:
         return None
     critic = load_critic(directory) if critic_file(directory) else None
