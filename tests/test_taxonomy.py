@@ -247,3 +247,17 @@ def test_folder_names_with_slashes_and_twins_stay_distinct_topics(tmp_path):
 
     folded = _fold_others(root)
     assert [c.name for c in folded.children] == ["News-Politics", "Art", "Art (2)"]
+
+
+def test_retraining_a_taxonomy_adds_archetypes_to_a_topic_without_piling_them_up():
+    root = Node("Science", negatives=["sports", "cooking"], children=[
+        Node("Mathematics", positives=["algebra", "probability"]), Node("Arts", positives=["painting"])])
+    model = TaxonomyModel(min_features=1).fit(root, dict(TEXTS), warn=lambda message: None)
+    sculpture = {"http://museum.test/sculpture": "Sculpture: the sculptor carves marble and casts bronze statues; "
+                                                  "the museum gallery exhibits sculptures next to the paintings."}
+    retrained = model.refit({"Science/Arts": sculpture}, warn=lambda message: None)
+    assert model.child("Science/Arts").examples[0] == 1  # the original model is untouched
+    assert retrained.child("Science/Arts").examples[0] == 2
+    assert {"sculptor", "marbl", "bronz"} & (retrained.feature_space() - model.feature_space())
+    again = retrained.refit({"Science/Arts": {}}, warn=lambda message: None)  # archetypes are replaced, not kept
+    assert again.child("Science/Arts").examples[0] == 1

@@ -117,7 +117,8 @@ class Crawler:
         self.hosts = Hosts(config)
         self.frontier = Frontier(self.store.db, self.hosts)
         self.rules = UrlRules(config)
-        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "[]"))
+        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or [  # crawls before: depth 0
+            url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.apprentice: Apprentice | None = None
         if config.strategy == "apprentice":  # best-first until it has learnt a batch

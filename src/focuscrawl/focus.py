@@ -34,6 +34,7 @@ from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item, own_priority
 from focuscrawl.store import SKIPPED
 from focuscrawl.learn import Critic, ModelError
+from focuscrawl.taxonomy import TaxonomyError
 
 log = logging.getLogger(__name__)
 RELEVANT = 0.5  # a two-class critic's decision boundary
@@ -223,7 +224,7 @@ class Adaptation:
         db = crawler.store.db
         detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
         analyses = [graph.analyse(db, topic) for topic in graph.crawl_topics(db)]
-        if s.retrain and isinstance(crawler.critic, Critic):
+        if s.retrain:
             detail.update(self._retrain(analyses, admit_all=learning_phase and not s.require_mean))
         with crawler.store.transaction():
             for scores in analyses:
@@ -239,52 +240,69 @@ class Adaptation:
         log.info("adaptation (%s): %s", reason, {k: v for k, v in detail.items() if k not in ("added", "removed")})
 
     def _retrain(self, analyses: list[graph.LinkScores], admit_all: bool) -> dict:
-        """Archetypes of the crawl's topic, then a critic retrained on them and the original examples."""
-        crawler, s = self.crawler, self.settings
-        critic: Critic = crawler.critic
-        scores = analyses[0]  # a two-class critic: one topic
-        g = scores.graph
-        candidates = np.flatnonzero(g.positive)
-        examples = critic.examples_ if hasattr(critic, "examples_") else ([], [])
-        training = examples[0] + examples[1]
-        mean_confidence = float(np.mean(critic.predict_proba(training))) if training else 0.0
-        seed_index = {u: i for i, u in enumerate(g.urls)}
-        seen = [seed_index[u] for u in crawler.seeds if u in seed_index]
-        mean_authority = float(scores.authorities[seen].sum() / len(training)) if training and seen else 0.0
-        if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
-            chosen = candidates.tolist()
-        else:  # without require_mean (§2.5.3's few examples), the top pages by either score
-            floors = (mean_confidence, mean_authority) if s.require_mean else (-np.inf, -np.inf)
-            a_auth, a_conf = select_archetypes(candidates, g.confidence, scores.authorities, s.authorities, s.confident,
-                                               *floors)
-            chosen = list(dict.fromkeys(a_auth + a_conf))
-        urls = [g.urls[i] for i in chosen]
-        texts = crawler.store.texts_of([int(g.url_ids[i]) for i in chosen])
-        texts = {g.urls[i]: texts.get(int(g.url_ids[i])) for i in chosen}
-        archetypes = [u for u in urls if texts.get(u)]
-        # archetypes come as positives only: negatives are kept at topic.negatives_per_positive times the
-        # positives, as the first training did (Pant §5), with the pages the critic liked least
-        # (BINGO! had hundreds of negatives to begin with)
-        negatives = self._pages_by_score(
-            round(crawler.config.topic.negatives_per_positive * (len(examples[0]) + len(archetypes))) - len(examples[1]))
+        """Archetypes of every topic, then a critic retrained on them and the original examples."""
+        crawler = self.crawler
+        critic = crawler.critic
+        chosen = {scores.topic: self._archetypes(scores, admit_all) for scores in analyses}
+        texts = crawler.store.texts_of(sorted({url_id for ids in chosen.values() for url_id in ids}))
+        urls = {int(i): u for scores in analyses for i, u in zip(scores.graph.url_ids, scores.graph.urls)}
+        archetypes = {topic: {urls[i]: texts[i] for i in ids if i in texts} for topic, ids in chosen.items()}
+        found = sorted({url for pages in archetypes.values() for url in pages})
+        detail: dict = {}
         before = critic.feature_space()
         try:
-            retrained = critic.refit([texts[u] for u in archetypes], negatives)
-        except (ModelError, ValueError) as err:
+            if isinstance(critic, Critic):
+                # archetypes come as positives only: negatives are kept at topic.negatives_per_positive
+                # times the positives, as the first training did (Pant §5), with the pages the critic
+                # liked least (BINGO! had hundreds of negatives to begin with)
+                positives = [text for pages in archetypes.values() for text in pages.values()]
+                negatives = self._pages_by_score(round(crawler.config.topic.negatives_per_positive
+                                                       * (len(critic.examples_[0]) + len(positives)))
+                                                 - len(critic.examples_[1]))
+                retrained = critic.refit(positives, negatives)
+                detail["extra_negatives"] = len(negatives)
+            else:
+                retrained = critic.refit(archetypes, warn=log.warning)
+        except (AttributeError, ModelError, TaxonomyError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}
         after = retrained.feature_space()
-        added, removed = sorted(set(archetypes) - set(self.archetypes)), sorted(set(self.archetypes) - set(archetypes))
-        self.archetypes = archetypes
+        added, removed = sorted(set(found) - set(self.archetypes)), sorted(set(self.archetypes) - set(found))
+        self.archetypes = found
         crawler.set_critic(retrained)
-        if s.reclassify:
+        if self.settings.reclassify:
             crawler.reclassify()
             self.positives = crawler.store.db.execute(
                 "SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
-        return {"archetypes": len(archetypes), "added": added, "removed": removed, "extra_negatives": len(negatives),
-                "mean_training_confidence": mean_confidence, "mean_training_authority": mean_authority,
-                "features_added": len(after - before), "features_removed": len(before - after),
-                "features": len(after)}
+        return {**detail, "archetypes": len(found), "by_topic": {t: len(pages) for t, pages in archetypes.items()},
+                "added": added, "removed": removed, "features_added": len(after - before),
+                "features_removed": len(before - after), "features": len(after)}
+
+    def _archetypes(self, scores: graph.LinkScores, admit_all: bool) -> list[int]:
+        """§2.2.3 for one topic: URL ids of the top authorities and the top-confidence pages
+        classified into it, past the thesis's two filters (eqs. 2.21, 2.24) unless ``require_mean``
+        is off. A two-class critic's confidence is Pr(relevant) and the training documents' mean is
+        taken over its examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
+        crawler, s = self.crawler, self.settings
+        g = scores.graph
+        db = crawler.store.db
+        rows = dict(db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
+                               " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (RELEVANT, scores.topic)))
+        candidates = np.array([i for i, url_id in enumerate(g.url_ids.tolist()) if url_id in rows], dtype=np.int64)
+        if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
+            return [int(g.url_ids[i]) for i in candidates]
+        confidence = np.array([rows.get(url_id, 0.0) for url_id in g.url_ids.tolist()])
+        index = {u: i for i, u in enumerate(g.urls)}
+        seeds = scores.authorities[[index[u] for u in crawler.seeds if u in index]]  # the examples the crawl holds
+        if not s.require_mean:  # without the filters, the top pages by either score
+            floors = (-np.inf, -np.inf)
+        elif isinstance(crawler.critic, Critic) and hasattr(crawler.critic, "examples_"):
+            training = crawler.critic.examples_[0] + crawler.critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
+            floors = (float(np.mean(crawler.critic.predict_proba(training))), float(seeds.sum()) / len(training))
+        else:
+            floors = (1.0, float(seeds.mean()) if len(seeds) else 0.0)
+        a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
+        return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
 
     def _pages_by_score(self, count: int, best: bool = False) -> list[str]:
         """The texts of the ``count`` fetched pages the critic liked least (or best)."""

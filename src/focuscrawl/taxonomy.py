@@ -150,7 +150,29 @@ class TaxonomyModel:
         for path, node in root.walk():
             if node.children:
                 self.nodes_[path] = self._fit_node(path, node, d_pos, terms, warn)
+        self.examples_ = dict(texts)
         return self
+
+    def refit(self, archetypes: dict[str, dict[str, str]], warn=print) -> TaxonomyModel:
+        """BINGO! retraining: a new model from the original tree and examples plus, for each
+        topic path, archetype pages (url -> text) as its positives; feature selection runs again.
+        The new model keeps the same originals, so archetypes are replaced at the next retraining."""
+        if not hasattr(self, "examples_"):
+            raise TaxonomyError("this taxonomy model was saved without its examples; it cannot be retrained")
+        root = Node.from_dict(self.tree_)
+        texts = dict(self.examples_)
+        nodes = dict(root.walk())
+        for path, pages in archetypes.items():
+            if path in nodes:
+                nodes[path].positives += [url for url in pages if url not in nodes[path].positives]
+                texts.update(pages)
+        model = TaxonomyModel(**self.options()).fit(root, texts, warn)
+        model.tree_, model.examples_ = self.tree_, self.examples_
+        return model
+
+    def feature_space(self) -> set[str]:
+        """Every term some node's classifiers see."""
+        return {term for node in self.nodes_.values() for term in node.features}
 
     def _fit_node(self, path: str, node: Node, d_pos: dict, terms: dict, warn) -> NodeModel:
         own_negatives = [e for e in node.negatives + node.positives if e in terms]
