@@ -20,6 +20,7 @@ from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END
 from focuscrawl.graph import TopicGraph, bharat_henzinger
 from focuscrawl.learn import Judgement
 from focuscrawl.store import SKIPPED, Store
+from focuscrawl.taxonomy import Node, TaxonomyModel
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 
@@ -267,3 +268,29 @@ def test_a_reorganisation_puts_the_best_hubs_links_first_and_can_reclassify_the_
     texts = db.execute("SELECT text, relevance FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
     np.testing.assert_allclose([r for _, r in texts], crawler.critic.predict_proba([t for t, _ in texts]))
     crawler.store.close()
+
+
+def test_a_taxonomy_crawl_retrains_every_topic_with_its_archetypes(synthetic, tmp_path):
+    site, config = synthetic
+    positives = {topic: site.examples(topic, 6, seed=2)[0] for topic in ("networking", "files")}
+    others = site.examples("text", 8, seed=2)[0]
+    texts = {f"{t}{i}": text for t, found in positives.items() for i, text in enumerate(found)}
+    texts.update({f"other{i}": text for i, text in enumerate(others)})
+    root = Node("Computing", negatives=[f"other{i}" for i in range(len(others))], children=[
+        Node(topic, positives=[f"{topic}{i}" for i in range(len(found))]) for topic, found in positives.items()])
+    (tmp_path / "taxonomy").mkdir()
+    TaxonomyModel(min_features=1).fit(root, texts, warn=lambda message: None).save(tmp_path / "taxonomy" / "model.pkl")
+    data = config(budget={"max_pages": 80}, focus={"queues": "per-topic"},
+                  adaptation={"retrain": True, "link_analysis": True, "every_positives": 15, "window": 20,
+                              "harvest_below": None, "authorities": 4, "confident": 4}).model_dump(mode="json")
+    data["topic"] = {"taxonomy": str(tmp_path / "taxonomy")}
+    directory = tmp_path / "taxonomy-crawl"
+    asyncio.run(Crawler.create(validate_config(data), directory).run())
+    steps = [detail for _, kind, detail in adaptations(directory) if kind == "retraining"]
+    assert steps and "error" not in steps[0]
+    assert set(steps[-1]["by_topic"]) == {"Computing/networking", "Computing/files"}
+    assert sum(steps[-1]["by_topic"].values()) > 0
+    saved = TaxonomyModel.load(directory / "models" / "taxonomy.pkl")
+    assert sum(saved.child(f"Computing/{t}").examples[0] for t in positives) > 12  # the examples and archetypes
+    queues = {q for (q,) in sqlite3.connect(directory / "crawl.db").execute("SELECT DISTINCT queue FROM urls")}
+    assert {"Computing/networking", "Computing/files"} <= queues

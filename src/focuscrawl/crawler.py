@@ -448,9 +448,9 @@ class Crawler:
             url_id = parent_id
         return None
 
-    def set_critic(self, critic: Critic) -> None:
+    def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
-        critic.save(self.directory / CRITIC_FILE)
+        critic.save(self.directory / (TAXONOMY_CRITIC_FILE if isinstance(critic, TaxonomyModel) else CRITIC_FILE))
         self.critic = critic
 
     def reclassify(self) -> int:
