@@ -100,13 +100,15 @@ def write_report(results: dict, out: Path) -> Path:
                            "top100_precision")]
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f} |")
-    lines += ["", "## Per topic (harvest rate / target recall)", "",
+    lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
               "| topic | budget | targets | " + " | ".join(crawlers) + " |", "|---|---|---|" + "---|" * len(crawlers)]
     for topic, info in results["topics"].items():
         cells = []
         for entry in crawlers.values():
             t = entry["topics"].get(topic)
-            cells.append(f"{t['harvest_rate']:.2f} / {t['target_recall']:.2f}" if t and t["harvest_rate"] is not None else "—")
+            precision = t.get("top100_precision") if t else None
+            cells.append(f"{t['harvest_rate']:.2f} / {t['target_recall']:.2f} / "
+                         + ("—" if precision is None else f"{precision:.2f}") if t and t["harvest_rate"] is not None else "—")
         lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + " | ".join(cells) + " |")
     lines += ["", "## One-tailed paired t-tests over topics (p-values, Pant Table II)", "",
               "| hypothesis | harvest rate | target recall |", "|---|---|---|"]
