@@ -31,7 +31,7 @@ def test_defaults():
         ({"topic": {"positive": ["p"], "negatives_per_positive": 0}}, "topic.negatives_per_positive"),
         ({"budget": {"max_pages": -5}}, "budget.max_pages"),
         ({"classifier": "knn"}, "classifier"),
-        ({"strategy": "dfs"}, "strategy"),
+        ({"strategy": "zigzag"}, "strategy"),
         ({"seeds": "http://example.com/"}, "seeds"),
     ],
 )
