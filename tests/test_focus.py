@@ -179,7 +179,7 @@ def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthet
     site, config = synthetic
     directory = tmp_path / "phases"
     settings = {"learning_phase": True, "learning_pages": 25, "learning_depth": 2, "link_analysis": True,
-                "retrain": True, "require_mean": False}
+                "retrain": True, "learning_archetypes": "all"}
     data = config(budget={"max_pages": 70}, adaptation=settings, focus={"tunnelling": 2}).model_dump(mode="json")
     data["seeds"] = data["seeds"][:1]  # one host's root: the learning phase stays there
     crawler = Crawler.create(validate_config(data), directory)

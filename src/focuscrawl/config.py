@@ -163,6 +163,9 @@ class Adaptation(_Section):
     authorities: int = Field(20, ge=0, description="N_auth: archetype candidates by authority")
     confident: int = Field(20, ge=0, description="N_conf: archetype candidates by classifier confidence")
     require_mean: bool = Field(True, description="archetypes must beat the training documents' mean confidence/authority")
+    learning_archetypes: Literal["filtered", "all"] = Field(
+        "filtered", description="at the end of the learning phase: archetypes by the two rules, or every positive"
+        " page found (§2.5.3, for a handful of examples)")
     hubs: int = Field(10, ge=0, description="N_hub: best hubs whose unvisited links go to the head of the frontier")
     window: int = Field(100, ge=1, description="pages over which the critic-estimated harvest rate is watched")
     harvest_below: float | None = Field(0.3, ge=0, le=1, description="trigger when that harvest rate falls below this")

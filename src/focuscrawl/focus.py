@@ -225,7 +225,7 @@ class Adaptation:
         detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
         analyses = [graph.analyse(db, topic) for topic in graph.crawl_topics(db)]
         if s.retrain:
-            detail.update(self._retrain(analyses, admit_all=learning_phase and not s.require_mean))
+            detail.update(self._retrain(analyses, admit_all=learning_phase and s.learning_archetypes == "all"))
         with crawler.store.transaction():
             for scores in analyses:
                 graph.save_scores(db, scores)

@@ -79,10 +79,10 @@ OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {
 # sharp focusing, tunnelling 2) for a quarter of the budget at most, then link analysis, archetypes
 # and retraining, and a harvesting phase (classifier strategy anywhere, soft focusing, tunnelling 2)
 # resumed from the best hubs, retraining at its triggers; bingo-static is the same without retraining.
-# As in §2.5.3 (a handful of examples), archetypes need not beat the examples' mean confidence and
-# authority: the learning phase's positive pages all become archetypes
+# As in §2.5.3 (a handful of examples), the learning phase's positive pages all become archetypes;
+# later retrainings keep to the two rules of §2.2.3
 BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
-         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "require_mean": False}}
+         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "learning_archetypes": "all"}}
 BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
 
 REGISTRY = {spec.name: spec for spec in [
