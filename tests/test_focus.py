@@ -194,7 +194,10 @@ def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthet
     assert any(host != seed_host for host, _ in fetched[switched_at:])
     assert db.execute("SELECT value FROM meta WHERE key = 'phase'").fetchone() == ("harvesting",)
     assert db.execute("SELECT COUNT(*) FROM urls WHERE skip_reason = ?", (OUT_OF_PHASE,)).fetchone() == (0,)
-    assert any(kind == "retraining" for _, kind, _ in adaptations(directory))
+    first = next(detail for _, kind, detail in adaptations(directory) if kind == "retraining")
+    positives = db.execute("SELECT COUNT(*) FROM (SELECT d.relevance FROM fetches f JOIN documents d ON d.fetch_id = f.id"
+                           " ORDER BY f.id LIMIT ?) WHERE relevance >= 0.5", (switched_at,)).fetchone()[0]
+    assert first["archetypes"] == positives > 0  # §2.5.3: every positive page of the learning phase
 
 
 def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
