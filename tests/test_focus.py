@@ -198,6 +198,10 @@ def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthet
     positives = db.execute("SELECT COUNT(*) FROM (SELECT d.relevance FROM fetches f JOIN documents d ON d.fetch_id = f.id"
                            " ORDER BY f.id LIMIT ?) WHERE relevance >= 0.5", (switched_at,)).fetchone()[0]
     assert first["archetypes"] == positives > 0  # §2.5.3: every positive page of the learning phase
+    # ... and they stay training data: later retrainings add to them, the critic keeps them as examples
+    assert first["training_basis"] == positives
+    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    assert len(saved.examples_[0]) >= 10 + positives
 
 
 def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):

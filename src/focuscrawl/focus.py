@@ -148,6 +148,7 @@ class Adaptation:
         self.last_trigger = int(store.get_meta("adaptation_last_pages", "0"))
         self.last_positives = int(store.get_meta("adaptation_last_positives", "0"))
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
+        self.basis: list[str] = json.loads(store.get_meta("training_basis", "[]"))  # archetypes kept as examples
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
         self.measuring = int(measuring) if measuring else None
@@ -232,7 +233,8 @@ class Adaptation:
             detail["hub_links_promoted"] = self._promote_hubs(analyses)
             self.last_trigger, self.last_positives = crawler.frontier.done, self.positives
             crawler.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
-                                   archetypes=json.dumps(self.archetypes), reorganise_pending="")
+                                   archetypes=json.dumps(self.archetypes), training_basis=json.dumps(self.basis),
+                                   reorganise_pending="")
             detail["seconds"] = round(time.perf_counter() - clock, 3)
             self._log("retraining" if "archetypes" in detail else "link analysis", detail)
         crawler.frontier.resync()
@@ -259,22 +261,26 @@ class Adaptation:
                 negatives = self._pages_by_score(round(crawler.config.topic.negatives_per_positive
                                                        * (len(critic.examples_[0]) + len(positives)))
                                                  - len(critic.examples_[1]))
-                retrained = critic.refit(positives, negatives)
+                retrained = critic.refit(positives, negatives, keep=admit_all)
                 detail["extra_negatives"] = len(negatives)
             else:
-                retrained = critic.refit(archetypes, warn=log.warning)
+                retrained = critic.refit(archetypes, warn=log.warning, keep=admit_all)
         except (AttributeError, ModelError, TaxonomyError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}
         after = retrained.feature_space()
         added, removed = sorted(set(found) - set(self.archetypes)), sorted(set(self.archetypes) - set(found))
+        used = len(found)
+        if admit_all:  # the learning phase's archetypes become training data for good (§2.5.3)
+            self.basis, found = self.basis + found, []
+            detail["training_basis"] = len(self.basis)
         self.archetypes = found
         crawler.set_critic(retrained)
         if self.settings.reclassify:
             crawler.reclassify()
             self.positives = crawler.store.db.execute(
                 "SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
-        return {**detail, "archetypes": len(found), "by_topic": {t: len(pages) for t, pages in archetypes.items()},
+        return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
                 "added": added, "removed": removed, "features_added": len(after - before),
                 "features_removed": len(before - after), "features": len(after)}
 
@@ -288,19 +294,22 @@ class Adaptation:
         db = crawler.store.db
         rows = dict(db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
                                " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (RELEVANT, scores.topic)))
-        candidates = np.array([i for i, url_id in enumerate(g.url_ids.tolist()) if url_id in rows], dtype=np.int64)
+        basis = set(self.basis)  # already training data
+        candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
+                               if url_id in rows and url not in basis], dtype=np.int64)
         if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
             return [int(g.url_ids[i]) for i in candidates]
         confidence = np.array([rows.get(url_id, 0.0) for url_id in g.url_ids.tolist()])
         index = {u: i for i, u in enumerate(g.urls)}
-        seeds = scores.authorities[[index[u] for u in crawler.seeds if u in index]]  # the examples the crawl holds
+        held = [index[u] for u in crawler.seeds + self.basis if u in index]  # the training documents the crawl holds
+        held_authority = scores.authorities[held]
         if not s.require_mean:  # without the filters, the top pages by either score
             floors = (-np.inf, -np.inf)
         elif isinstance(crawler.critic, Critic) and hasattr(crawler.critic, "examples_"):
             training = crawler.critic.examples_[0] + crawler.critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
-            floors = (float(np.mean(crawler.critic.predict_proba(training))), float(seeds.sum()) / len(training))
+            floors = (float(np.mean(crawler.critic.predict_proba(training))), float(held_authority.sum()) / len(training))
         else:
-            floors = (1.0, float(seeds.mean()) if len(seeds) else 0.0)
+            floors = (1.0, float(held_authority.mean()) if len(held_authority) else 0.0)
         a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
         return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
 

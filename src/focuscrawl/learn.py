@@ -326,17 +326,19 @@ class Critic:
         self.examples_ = (list(positives), list(negatives))
         return self
 
-    def refit(self, positives: list[str] = (), negatives: list[str] = ()) -> Critic:
+    def refit(self, positives: list[str] = (), negatives: list[str] = (), keep: bool = False) -> Critic:
         """A new critic of the same kind trained on the original examples plus ``positives`` and
         ``negatives`` (BINGO!'s archetypes, Pant's pseudo examples); feature selection, when
         configured, runs again. The new critic remembers the same originals, so archetypes are
-        replaced at the next retraining, not piled up."""
+        replaced at the next retraining, not piled up — unless ``keep``: then they join the
+        originals (the training basis the learning phase built, thesis §2.5.3)."""
         if not hasattr(self, "examples_"):
             raise ModelError("this critic was saved without its training examples; it cannot be retrained")
         originals = self.examples_
         critic = Critic(self.classifier, self.language, self.stem, **self.options)
         critic.fit(originals[0] + list(positives), originals[1] + list(negatives))
-        critic.examples_ = originals
+        if not keep:
+            critic.examples_ = originals
         return critic
 
     def feature_space(self) -> set[str]:

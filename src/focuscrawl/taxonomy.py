@@ -153,10 +153,11 @@ class TaxonomyModel:
         self.examples_ = dict(texts)
         return self
 
-    def refit(self, archetypes: dict[str, dict[str, str]], warn=print) -> TaxonomyModel:
+    def refit(self, archetypes: dict[str, dict[str, str]], warn=print, keep: bool = False) -> TaxonomyModel:
         """BINGO! retraining: a new model from the original tree and examples plus, for each
         topic path, archetype pages (url -> text) as its positives; feature selection runs again.
-        The new model keeps the same originals, so archetypes are replaced at the next retraining."""
+        The new model keeps the same originals, so archetypes are replaced at the next retraining —
+        unless ``keep``: then they join the originals (the learning phase's training basis)."""
         if not hasattr(self, "examples_"):
             raise TaxonomyError("this taxonomy model was saved without its examples; it cannot be retrained")
         root = Node.from_dict(self.tree_)
@@ -167,7 +168,8 @@ class TaxonomyModel:
                 nodes[path].positives += [url for url in pages if url not in nodes[path].positives]
                 texts.update(pages)
         model = TaxonomyModel(**self.options()).fit(root, texts, warn)
-        model.tree_, model.examples_ = self.tree_, self.examples_
+        if not keep:
+            model.tree_, model.examples_ = self.tree_, self.examples_
         return model
 
     def feature_space(self) -> set[str]:
