@@ -18,7 +18,7 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.focus import select_archetypes
 from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END, Frontier
 from focuscrawl.graph import TopicGraph, bharat_henzinger
-from focuscrawl.learn import Judgement
+from focuscrawl.learn import Critic, Judgement
 from focuscrawl.store import SKIPPED, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
@@ -301,3 +301,16 @@ def test_a_taxonomy_crawl_retrains_every_topic_with_its_archetypes(synthetic, tm
     assert sum(saved.child(f"Computing/{t}").examples[0] for t in positives) > 12  # the examples and archetypes
     queues = {q for (q,) in sqlite3.connect(directory / "crawl.db").execute("SELECT DISTINCT queue FROM urls")}
     assert {"Computing/networking", "Computing/files"} <= queues
+
+
+def test_the_drift_guard_measures_whether_archetypes_describe_the_users_topic():
+    site = build_site(pages=200, hosts=2, seed=4)
+    positives, negatives = site.examples("networking", 10, seed=1)
+    critic = Critic("svm-linear").fit(positives, negatives)
+    on_topic = site.examples("networking", 40, seed=9)[0]
+    off_topic = site.examples("files", 40, seed=9)[0]
+    others = site.examples("text", 40, seed=9)[0]
+    on, off = critic.agreement(on_topic, others), critic.agreement(off_topic, others)
+    assert on > 0.85 and off < 0.75 and on - off > 0.2  # another topic's pages describe the user's topic worse
+    retrained = critic.refit(on_topic, others, keep=True)
+    assert retrained.user_examples == (positives, negatives) and len(retrained.examples_[0]) == 50

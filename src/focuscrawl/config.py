@@ -171,6 +171,8 @@ class Adaptation(_Section):
     harvest_below: float | None = Field(0.3, ge=0, le=1, description="trigger when that harvest rate falls below this")
     every_positives: int | None = Field(200, ge=1, description="trigger after this many more positively classified pages")
     reclassify: bool = Field(False, description="judge the stored pages again with a retrained critic")
+    guard: float | None = Field(None, ge=0, le=1, description="refuse a retraining unless a critic trained on the"
+                                " archetypes alone ranks the user's examples with at least this ROC AUC (against drift)")
     pseudo_after: float | None = Field(None, gt=0, description="Pant §7.4: retrain once with pseudo examples after this many pages (a share of max_pages if < 1)")
     pseudo_positives: int = Field(15, ge=0, description="top pages by critic score taken as positives")
     pseudo_negatives: int = Field(30, ge=0, description="bottom pages taken as negatives")

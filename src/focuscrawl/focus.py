@@ -261,8 +261,13 @@ class Adaptation:
                 negatives = self._pages_by_score(round(crawler.config.topic.negatives_per_positive
                                                        * (len(critic.examples_[0]) + len(positives)))
                                                  - len(critic.examples_[1]))
-                retrained = critic.refit(positives, negatives, keep=admit_all)
                 detail["extra_negatives"] = len(negatives)
+                if self.settings.guard is not None and positives and negatives:
+                    detail["agreement"] = round(critic.agreement(positives, negatives), 3)
+                    if detail["agreement"] < self.settings.guard:  # the archetypes are another topic
+                        log.warning("retraining refused: archetypes agree with the examples at AUC %.2f", detail["agreement"])
+                        return {**detail, "archetypes": len(found), "refused": "archetypes disagree with the examples"}
+                retrained = critic.refit(positives, negatives, keep=admit_all)
             else:
                 retrained = critic.refit(archetypes, warn=log.warning, keep=admit_all)
         except (AttributeError, ModelError, TaxonomyError, ValueError) as err:

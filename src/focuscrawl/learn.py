@@ -13,6 +13,7 @@ from scipy import optimize, sparse
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.neural_network import MLPClassifier
@@ -337,9 +338,22 @@ class Critic:
         originals = self.examples_
         critic = Critic(self.classifier, self.language, self.stem, **self.options)
         critic.fit(originals[0] + list(positives), originals[1] + list(negatives))
+        critic.user_examples_ = self.user_examples
         if not keep:
             critic.examples_ = originals
         return critic
+
+    @property
+    def user_examples(self) -> tuple[list[str], list[str]]:
+        """The examples the user gave (a retrained critic's ``examples_`` may hold archetypes too)."""
+        return getattr(self, "user_examples_", self.examples_)
+
+    def agreement(self, positives: list[str], negatives: list[str]) -> float:
+        """How well a critic of the same kind trained on these pages alone ranks the user's own
+        examples (ROC AUC): do archetypes still describe the user's topic?"""
+        probe = Critic(self.classifier, self.language, self.stem, **self.options).fit(positives, negatives)
+        mine, theirs = self.user_examples
+        return float(roc_auc_score([1] * len(mine) + [0] * len(theirs), probe.predict_proba(mine + theirs)))
 
     def feature_space(self) -> set[str]:
         """The terms the learner sees (after feature selection, when there is one)."""

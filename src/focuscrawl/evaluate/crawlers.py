@@ -84,6 +84,8 @@ OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {
 BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
          "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "learning_archetypes": "all"}}
 BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
+# with the drift guard: a retraining whose archetypes alone rank the user's examples below AUC 0.75 is refused
+BINGO_GUARDED = {**BINGO, "adaptation": {**BINGO["adaptation"], "guard": 0.75}}
 
 REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
@@ -100,6 +102,7 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
+    CrawlerSpec("bingo-guarded", BINGO_GUARDED),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
