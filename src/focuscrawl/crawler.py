@@ -135,7 +135,7 @@ class Crawler:
         self.stage_seconds: Counter[str] = Counter()
         db = self.store.db
         fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
-        total, scored = db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
+        total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts())
         self.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
 
@@ -376,7 +376,9 @@ class Crawler:
         depth = item.depth + 1
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
-        plan = self.focus.plan(item, relevance, judgement.topic if judgement else None, lambda: self._path_class(item))
+        topic = judgement.topic if judgement else None
+        plan = self.focus.plan(item, relevance, topic, lambda: self._path_class(item))
+        strategy, parent_priority = self.priority, own_priority(item.priority)  # the same for every link
         found = []
         for link in page.links:
             host = host_of(link.url)
@@ -386,7 +388,7 @@ class Crawler:
             elif reason is None and too_deep:
                 reason = "beyond max depth"
             reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
-            priority = self.link_priority(relevance, depth, link.url, item.priority) if plan.priority is None else plan.priority
+            priority = strategy(relevance, depth, link.url, parent_priority) if plan.priority is None else plan.priority
             found.append((link.url, host, priority, reason))
         known = None
         if self.apprentice is not None:
@@ -399,7 +401,7 @@ class Crawler:
                 for i, p in zip(wanted, self.apprentice.score(features)):
                     url, host, _, reason = found[i]
                     found[i] = (url, host, float(p), reason)
-        queue = (page_class(relevance, judgement.topic if judgement else None) or item.queue
+        queue = (page_class(relevance, topic) or item.queue
                  if self.config.focus.queues == "per-topic" else "")
         targets = self.frontier.add(found, depth, item.url_id, known, plan.tunnel, queue)
         max_queued = self.config.focus.max_queued
@@ -418,16 +420,13 @@ class Crawler:
         self.focus = Focus.for_phase(self.config, name, self.seeds)
         self.priority = self.focus.strategy
 
-    def link_priority(self, parent_relevance: float | None, depth: int, url: str, parent_priority: float) -> float:
-        """The strategy's priority of a link; the parent's own priority, not a promotion to the head."""
-        return self.priority(parent_relevance, depth, url, own_priority(parent_priority))
-
     def priorities_from_parents(self, where: str, arguments: tuple = ()) -> list[tuple[float, int]]:
-        """(priority, id) of the URLs matching ``where`` (over ``u``), from their parents' scores now."""
+        """(priority, id) of the URLs matching ``where`` (over ``u``), from their parents' scores now
+        (and the parents' own priorities, not a promotion to the head)."""
         rows = self.store.db.execute(
             "SELECT u.id, u.depth, u.url, d.relevance, p.priority FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
             f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE {where}", arguments).fetchall()
-        return [(self.link_priority(relevance, depth, url, parent or 0.0), url_id)
+        return [(self.priority(relevance, depth, url, own_priority(parent or 0.0)), url_id)
                 for url_id, depth, url, relevance, parent in rows]
 
     def _path_class(self, item: Item) -> str | None:
@@ -468,8 +467,7 @@ class Crawler:
             if self.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
                 self.store.set_priorities(self.priorities_from_parents(f"u.state = {QUEUED} AND u.tunnel = 0"
                                                                        f" AND u.priority < {HEAD / 2}"))
-        self.progress.relevance_sum, self.progress.scored = db.execute(
-            "SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
+        self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
         self.frontier.resync()
         return len(rows)
 

@@ -33,11 +33,11 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item, own_priority
 from focuscrawl.store import SKIPPED
-from focuscrawl.learn import Critic, ModelError
+from focuscrawl.learn import RELEVANT, Critic, ModelError
 from focuscrawl.taxonomy import TaxonomyError
 
 log = logging.getLogger(__name__)
-RELEVANT = 0.5  # a two-class critic's decision boundary
+HARVEST_START = "start of the harvesting phase"  # the reorganisation a phase switch owes (resumed if killed)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class Adaptation:
                 "SELECT relevance FROM (SELECT d.relevance, d.fetch_id FROM documents d WHERE d.relevance IS NOT NULL"
                 " ORDER BY d.fetch_id DESC LIMIT ?) ORDER BY fetch_id", (self.settings.window,))),
             maxlen=self.settings.window)
-        self.positives = store.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
+        self.positives = self._count_positives()
         self.last_trigger = int(store.get_meta("adaptation_last_pages", "0"))
         self.last_positives = int(store.get_meta("adaptation_last_positives", "0"))
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
@@ -185,6 +185,10 @@ class Adaptation:
         elif s.harvest_below is not None and len(self.window) == s.window and self.window_harvest() < s.harvest_below:
             self.reorganise(f"harvest rate {self.window_harvest():.3f} over {s.window} pages below {s.harvest_below}")
 
+    def _count_positives(self) -> int:
+        return self.crawler.store.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?",
+                                             (RELEVANT,)).fetchone()[0]
+
     def window_harvest(self) -> float | None:
         """The critic-estimated harvest rate (eq. 2.31) over the last ``window`` pages."""
         return float(np.mean(self.window)) if self.window else None
@@ -206,17 +210,17 @@ class Adaptation:
         with crawler.store.transaction():
             requeued = crawler.frontier.requeue(crawler.priorities_from_parents(
                 "u.state = ? AND u.skip_reason = ?", (SKIPPED, OUT_OF_PHASE)))
-            crawler.store.set_meta(phase="harvesting", reorganise_pending="start of the harvesting phase")
+            crawler.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
         crawler.frontier.resync()
         log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
-        self.reorganise("start of the harvesting phase", learning_phase=True)
+        self.reorganise(HARVEST_START, learning_phase=True)
 
     def resume(self) -> None:
         """A crawl stopped between a phase switch and its reorganisation does the latter now."""
         pending = self.crawler.store.get_meta("reorganise_pending")
         if pending:
-            self.reorganise(pending, learning_phase=pending == "start of the harvesting phase")
+            self.reorganise(pending, learning_phase=pending == HARVEST_START)
 
     def reorganise(self, reason: str, learning_phase: bool = False) -> None:
         """Link analysis of every topic, retraining with archetypes, hubs to the head of the frontier."""
@@ -283,8 +287,7 @@ class Adaptation:
         crawler.set_critic(retrained)
         if self.settings.reclassify:
             crawler.reclassify()
-            self.positives = crawler.store.db.execute(
-                "SELECT COUNT(*) FROM documents WHERE relevance >= ?", (RELEVANT,)).fetchone()[0]
+            self.positives = self._count_positives()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
                 "added": added, "removed": removed, "features_added": len(after - before),
                 "features_removed": len(before - after), "features": len(after)}

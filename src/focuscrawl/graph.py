@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from focuscrawl.learn import RELEVANT
+
 TOLERANCE = 1e-10
 MAX_ITERATIONS = 1000
 RANDOM_JUMP = 0.15  # δ of eq. 2.29 ("typically 0.1..0.2")
@@ -122,7 +124,7 @@ def confidence_pagerank(graph: TopicGraph, random_jump: float = RANDOM_JUMP, tol
 
 # -- a topic's graph from the crawl database ------------------------------------------------
 
-def topic_graph(db: sqlite3.Connection, topic: str = "", threshold: float = 0.5) -> TopicGraph:
+def topic_graph(db: sqlite3.Connection, topic: str = "", threshold: float = RELEVANT) -> TopicGraph:
     """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
     at least ``threshold`` (into the topic or one of its subtopics), their successors, and
     their known predecessors."""
@@ -170,7 +172,7 @@ class LinkScores:
         return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:count]
 
 
-def analyse(db: sqlite3.Connection, topic: str = "", threshold: float = 0.5) -> LinkScores:
+def analyse(db: sqlite3.Connection, topic: str = "", threshold: float = RELEVANT) -> LinkScores:
     """All four link analyses of a topic's base set; hubs and authorities are Bharat–Henzinger's."""
     graph = topic_graph(db, topic, threshold)
     hubs, authorities = bharat_henzinger(graph)

@@ -30,6 +30,9 @@ class ModelError(ValueError):
     """A model file that cannot be used."""
 
 
+RELEVANT = 0.5  # a two-class critic's decision boundary: at or above, the page is on the topic
+
+
 @dataclass(slots=True)
 class Judgement:
     """What a critic says of a page: Pr(on topic), and with a taxonomy which topic, how surely
@@ -405,7 +408,7 @@ class Critic:
         else:  # a critic saved with scikit-learn's CountVectorizer
             relevance = self.score(page.text)
         weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none
-        if relevance < 0.5 or not weights:
+        if relevance < RELEVANT or not weights:
             return Judgement(relevance)
         return Judgement(relevance, preview=topic_preview(page.leaves, weights, counts.analyzer) or None)
 

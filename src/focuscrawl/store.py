@@ -267,6 +267,10 @@ class Store:
         self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)"
                             " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1", rows)
 
+    def relevance_totals(self) -> tuple[float, int]:
+        """The sum of the critic's scores and the number of pages scored (the harvest rate's terms)."""
+        return self.db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
+
     def texts_of(self, url_ids: list[int]) -> dict[int, str]:
         """The stored text of those pages that have one."""
         found = {}
