@@ -111,6 +111,33 @@ def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
     store.close()
 
 
+def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_even_after_a_resume(tmp_path):
+    def judged(store, url_id, relevance):  # what a fetched page leaves in the database
+        fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, fetched_at) VALUES (?, ?, 0)",
+                                    (url_id, f"http://127.0.0.1/{url_id}")).lastrowid
+        store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance) VALUES (?, ?, ?, ?)",
+                         (url_id, fetch_id, str(url_id), relevance))
+
+    store = Store(tmp_path / "crawl", warc=False)
+    with store.transaction():
+        store.record_link_features([(1, 10, b"a"), (2, 10, b"a"), (1, 11, b"b"), (1, 12, b"c")])
+        judged(store, 10, 0.9)
+        judged(store, 13, 0.5)  # a page no stored link leads to
+    with store.transaction():
+        assert store.take_new_instances() == [(b"a", 0.9, 2)]
+        assert store.take_new_instances() == []
+        store.record_link_features([(3, 11, b"d")])
+        judged(store, 11, 0.2)
+    store.close()
+    store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
+    with store.transaction():
+        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1), (b"d", 0.2, 1)]
+        assert store.take_new_instances() == []
+    learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
+    assert learnt == [(10, 1), (11, 1), (11, 1), (12, 0)]
+    store.close()
+
+
 def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
     directory = tmp_path / "crawl"
     directory.mkdir()

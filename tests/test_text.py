@@ -116,11 +116,14 @@ def test_stem_cache_that_fills_up_starts_again_with_the_same_stems(monkeypatch):
 def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():
     leaves = ["The Sockets", "", "a", "connections, connected!", "x\x00y socket's", "  ", "Straße 42 h2o", "I"]
     analyzer = Analyzer()
-    terms, owners = analyzer.leaf_terms(leaves)
-    assert terms == [t for leaf in leaves for t in analyzer.terms(leaf.replace("\x00", " "))]
-    assert list(owners) == [i for i, leaf in enumerate(leaves) for _ in analyzer.terms(leaf.replace("\x00", " "))]
-    terms, owners = analyzer.leaf_terms([])
-    assert terms == [] and len(owners) == 0
+    analysed = analyzer.leaf_terms(leaves)
+    assert analysed.terms() == [t for leaf in leaves for t in analyzer.terms(leaf.replace("\x00", " "))]
+    assert list(analysed.leaf) == [i for i, leaf in enumerate(leaves) for _ in analyzer.terms(leaf.replace("\x00", " "))]
+    assert analysed.frequencies() == analyzer.term_frequencies(" ".join(leaves).replace("\x00", " "))
+    assert len(set(analysed.vocabulary)) == len(analysed.vocabulary)  # each term once
+    nothing = analyzer.leaf_terms([])
+    assert nothing.terms() == [] and len(nothing.leaf) == 0 and nothing.frequencies() == {}
+    assert analyzer.leaf_terms(["a", "", "42"]).terms() == []  # leaves without a term
 
 
 def test_preview_keeps_the_best_sentences_by_their_terms_weights_in_page_order():

@@ -30,7 +30,7 @@ from warcio.archiveiterator import ArchiveIterator
 from focuscrawl.learn import ModelError
 from focuscrawl.parse import DecodeError, parse_html
 from focuscrawl.store import open_existing
-from focuscrawl.text import Analyzer
+from focuscrawl.text import Analyzer, LeafTerms
 
 HIGH = 0.5  # the default split between 'low' and 'high' targets
 
@@ -53,14 +53,14 @@ class TermIds:
         return [self.ids[t] for t in terms]
 
 
-def link_features(leaf_terms: tuple[list[str], np.ndarray], spans: list[tuple[int, int]], term_ids,
+def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
                   d_max: int = 5) -> list[np.ndarray]:
     """⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of every link, given its leaf span
     and the page's ``Analyzer.leaf_terms``; the windows of all links gathered with array arithmetic."""
     if not spans:
         return []
-    terms, position = leaf_terms  # each term's leaf
-    ids = np.array(term_ids(terms), dtype=np.int64)
+    position = leaf_terms.leaf
+    ids = np.array(term_ids(leaf_terms.vocabulary), dtype=np.int64)[leaf_terms.codes]
     starts = np.array([s for s, _ in spans])
     ends = np.array([e for _, e in spans])
     low = np.searchsorted(position, starts - d_max, "left")

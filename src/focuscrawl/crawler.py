@@ -9,12 +9,14 @@ are those that were in flight (at most once each), and no discovered URL is lost
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
 import signal
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +38,24 @@ from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
+
 CRITIC_FILE = "models/critic.pkl"
 TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
 CONFIG_FILE = "config.yml"
+
+
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection inside: reading tens of thousands of rows makes as many
+    tuples, none in a cycle, and each burst set off full collections of the crawler's whole
+    heap (about 90 ms of a 300 ms re-scoring of the frontier)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass
@@ -492,7 +509,7 @@ class Crawler:
         """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then
         re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
         clock = time.perf_counter()
-        with self.store.transaction():
+        with gc_paused(), self.store.transaction():
             instances = self.store.take_new_instances()
             if instances:
                 blobs, relevance, copies = zip(*instances)

@@ -104,7 +104,6 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     learnt INTEGER NOT NULL DEFAULT 0,
     copies INTEGER NOT NULL DEFAULT 1  -- links to the target with these very features (a menu on many pages)
 );
-CREATE INDEX IF NOT EXISTS link_features_unlearnt ON link_features (target_id) WHERE learnt = 0;
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
 CREATE TABLE IF NOT EXISTS adaptations (  -- BINGO! retrainings, phase switches, link analyses (focus.py)
@@ -293,12 +292,19 @@ class Store:
 
     def take_new_instances(self) -> list[tuple[bytes, float, int]]:
         """(features, critic score of the target, copies) of links whose target has been judged
-        since the last call; they are marked learnt (call inside :meth:`transaction`)."""
-        rows = self.db.execute(  # judged pages first (CROSS JOIN keeps that order), their unlearnt links by index
-            "SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM documents d CROSS JOIN link_features lf"
-            " ON lf.target_id = d.url_id AND lf.learnt = 0 WHERE d.relevance IS NOT NULL"
+        since the last call; they are marked learnt (call inside :meth:`transaction`). The pages
+        are those fetched after the last call's newest fetch (a watermark in ``meta``), so no
+        index of unlearnt links has to be kept up to date on every insert."""
+        after = int(self.get_meta("apprentice_fetches_learnt", "0"))
+        newest = self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0
+        rows = self.db.execute(  # new fetches in id order, their documents, then their unlearnt links by index
+            "SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM fetches f"
+            " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
+            " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
+            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0", (after, newest)
         ).fetchall()
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
+        self.set_meta(apprentice_fetches_learnt=newest)
         return [row[1:] for row in rows]
 
     def queued_link_features(self):
@@ -410,6 +416,7 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
+    db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
     db.execute("CREATE INDEX IF NOT EXISTS urls_queue ON urls (queue, host, priority DESC, id) WHERE state = 0")
     _merge_link_feature_copies(db)
 
