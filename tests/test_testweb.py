@@ -27,7 +27,7 @@ from focuscrawl.fetch.http import Fetcher
 from focuscrawl.store import crawl_status
 from focuscrawl.taxonomy import TaxonomyModel
 from focuscrawl.testweb.build import package_list
-from focuscrawl.testweb.groundtruth import Truth
+from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.topics import import_taxonomy, read_file_text, read_folder_tree
 
@@ -126,6 +126,35 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert best_first > breadth_first, (topic, best_first, breadth_first)
     judged = results["crawlers"]["best-first-svm"]["topics"][topic]["judged_harvest"]
     assert 0 < judged <= 1  # the evaluation classifiers' majority vote was taken on every stored page
+    info = results["topics"][topic]
+    assert 0 < info["reachable_targets"] <= info["targets"]
+    for crawler in ("bfs", "best-first-svm"):
+        assert results["crawlers"][crawler]["topics"][topic]["target_recall"] <= info["recall_ceiling"] <= 1
+
+
+def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):
+    webmap = WebMap(small_web)
+    graph = PageGraph(webmap)
+    path_of = dict(webmap.db.execute("SELECT id, path FROM pages"))
+    out: dict[str, list[str]] = {}
+    for source, target in webmap.db.execute("SELECT source, target FROM links"):
+        out.setdefault(path_of[source], []).append(path_of[target])
+    topics = yaml.safe_load((small_web / "topics.yml").read_text())["topics"]
+    url_to_path = {url: path for path, url in webmap.db.execute("SELECT path, url FROM pages")}
+    truth = Truth(webmap, topics)
+    for name, topic in list(topics.items())[:3]:
+        seeds = [url_to_path[url] for url in random.Random(1).sample(topic["seeds"], 3)]
+        seen, queue = set(seeds), list(seeds)  # breadth-first search by hand
+        while queue:
+            for target in out.get(queue.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    queue.append(target)
+        assert graph.reachable(seeds) == seen, name
+        members = truth.topics[name]
+        assert graph.links_within(members) == (sum(t in members for p in members for t in out.get(p, ())),
+                                                sum(len(out.get(p, ())) for p in members))
+    assert graph.reachable(["no/such/page.html"]) == set()
 
 
 @pytest.fixture(scope="session")

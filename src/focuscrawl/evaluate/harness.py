@@ -23,7 +23,7 @@ from focuscrawl.crawler import CONFIG_FILE, Crawler, critic_file, load_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
-from focuscrawl.testweb.groundtruth import Truth
+from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.topics import read_file_text
@@ -88,13 +88,19 @@ def running_host_map(directory: Path) -> dict | None:
     return host_map if len(ports) == 1 and _listening(ports.pop()) else None
 
 
-def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, seeds_per_topic: int | None,
-                 concurrency: int) -> dict:
-    seeds = list(topic["seeds"])
-    negatives = list(topic["negatives"])
+def crawl_examples(topic: dict, seeds_per_topic: int | None) -> tuple[list[str], list[str]]:
+    """The seeds (also the positive examples) and negative examples a crawl of the topic gets:
+    all of them, or ``seeds_per_topic`` seeds drawn the same way every time and twice as many negatives."""
+    seeds, negatives = list(topic["seeds"]), list(topic["negatives"])
     if seeds_per_topic:
         seeds = sorted(random.Random(0).sample(seeds, min(seeds_per_topic, len(seeds))))
         negatives = negatives[: 2 * len(seeds)]
+    return seeds, negatives
+
+
+def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, seeds_per_topic: int | None,
+                 concurrency: int) -> dict:
+    seeds, negatives = crawl_examples(topic, seeds_per_topic)
     data = {
         "seeds": seeds,
         "topic": {"positive": seeds, "negative": negatives},
@@ -169,6 +175,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     webmap = WebMap(testweb)
     truth = Truth(webmap, topics)
     resolver = Resolver(webmap)
+    graph = PageGraph(webmap)
     out.mkdir(parents=True, exist_ok=True)
     host_map = running_host_map(testweb)
     server = None if host_map else ServedTestWeb(testweb)
@@ -179,7 +186,13 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
             members = truth.topics[topic_name]
             seeds = {resolver.reach(url) for url in topic["seeds"]}
             topic_budget = budget or topic["recommended_budget"]
-            results["topics"][topic_name] = {"budget": topic_budget, "targets": len(members - seeds)}
+            crawl_seeds = [resolver.reach(url) for url in crawl_examples(topic, seeds_per_topic)[0]]
+            reachable = len((graph.reachable(crawl_seeds) & members) - seeds)
+            results["topics"][topic_name] = {
+                "budget": topic_budget, "targets": len(members - seeds),
+                # no crawler can fetch a target no link path leads to from its seeds, nor more than its budget
+                "reachable_targets": reachable,
+                "recall_ceiling": min(reachable, topic_budget - len(crawl_seeds)) / max(len(members - seeds), 1)}
 
             def is_relevant(url: str, members=members) -> bool:
                 return resolver.reach(url) in members

@@ -101,7 +101,10 @@ def write_report(results: dict, out: Path) -> Path:
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f} |")
     lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
-              "| topic | budget | targets | " + " | ".join(crawlers) + " |", "|---|---|---|" + "---|" * len(crawlers)]
+              "Recall ceiling: the share of the targets that links lead to from the crawl's seeds, capped by the",
+              "budget; no crawler can do better.", "",
+              "| topic | budget | targets | recall ceiling | " + " | ".join(crawlers) + " |",
+              "|---|---|---|---|" + "---|" * len(crawlers)]
     for topic, info in results["topics"].items():
         cells = []
         for entry in crawlers.values():
@@ -109,7 +112,9 @@ def write_report(results: dict, out: Path) -> Path:
             precision = t.get("top100_precision") if t else None
             cells.append(f"{t['harvest_rate']:.2f} / {t['target_recall']:.2f} / "
                          + ("—" if precision is None else f"{precision:.2f}") if t and t["harvest_rate"] is not None else "—")
-        lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + " | ".join(cells) + " |")
+        ceiling = info.get("recall_ceiling")  # absent from results written before it was measured
+        lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + ("—" if ceiling is None else f"{ceiling:.2f}")
+                     + " | " + " | ".join(cells) + " |")
     lines += ["", "## One-tailed paired t-tests over topics (p-values, Pant Table II)", "",
               "| hypothesis | harvest rate | target recall |", "|---|---|---|"]
     for hypothesis, p in results["t_tests"].items():
