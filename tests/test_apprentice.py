@@ -335,6 +335,9 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
     assert offline_harvest > base_harvest + 0.1
     assert recall_urls <= base_urls  # §3.6: only what the baseline visited
+    online = idiom_crawl("apprentice", 150, batch=20, name="recall-online",
+                         prepare=lambda crawler: REGISTRY["recall-online"].prepare(crawler, None, baseline))
+    assert harvest_of(online)[1] == base_urls  # the same pages, in its own order
 
 
 def test_class_features_name_the_class_and_all_its_prefixes():

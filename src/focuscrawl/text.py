@@ -103,11 +103,11 @@ class Analyzer:
         stems = self._stem(kept)
         vocabulary = list(dict.fromkeys(stems))
         term_code = dict(zip(vocabulary, range(len(vocabulary))))
-        word_term = np.full(len(words) + 1, -1, dtype=np.int64)  # the extra -1: no leaf break found
+        word_term = np.full(len(words), -1, dtype=np.int64)  # -1: a stop word, a leaf break, a single letter
         word_term[[word_code[w] for w in kept]] = [term_code[s] for s in stems]
         term_of_token = word_term[codes]
         keep = term_of_token >= 0
-        leaf = np.cumsum(codes == word_code.get(LEAF_BREAK, len(words)))
+        leaf = np.cumsum(codes == word_code.get(LEAF_BREAK, -1))  # -1: a page of one leaf has no break
         return LeafTerms(vocabulary, term_of_token[keep], leaf[keep])
 
     def page_terms(self, page) -> LeafTerms:
