@@ -113,6 +113,8 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
     CrawlerSpec("bingo-guarded", BINGO_GUARDED),
+    # bingo-static with a perfect critic: the most that retraining the critic could ever give bingo
+    CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, prepare=_oracle_critic),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
