@@ -133,8 +133,20 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
     with store.transaction():
         assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1), (b"d", 0.2, 1)]
         assert store.take_new_instances() == []
+    with store.transaction():  # page 12 only redirects to page 10, judged long ago: its links lead there
+        judged(store, 12, None)
+        store.retarget_link_features(12, 10)
+        assert store.take_new_instances() == [(b"c", 0.9, 1)]
+    with store.transaction():  # a failed training leaves the links to learn for the next one
+        store.record_link_features([(4, 14, b"e")])
+        judged(store, 14, 0.7)
+    with pytest.raises(RuntimeError), store.transaction():
+        assert store.take_new_instances() == [(b"e", 0.7, 1)]
+        raise RuntimeError("the apprentice failed")
+    with store.transaction():
+        assert store.take_new_instances() == [(b"e", 0.7, 1)]
     learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
-    assert learnt == [(10, 1), (11, 1), (11, 1), (12, 0)]
+    assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
     store.close()
 
 

@@ -74,3 +74,21 @@ def test_seeds_per_topic_takes_a_fixed_subset_of_seeds_and_examples():
     assert set(first["seeds"]) <= set(topic["seeds"])
     assert first["topic"]["positive"] == first["seeds"] and len(first["topic"]["negative"]) == 10
     assert len(crawl_config(topic, {}, 100, host_map, None, 4)["seeds"]) == 20
+
+
+def test_a_target_fetched_again_under_another_url_counts_once_for_recall(tmp_path):
+    from focuscrawl.evaluate.harness import fetched_pages
+    from focuscrawl.store import Store
+
+    store = Store(tmp_path, warc=False)
+    with store.transaction():
+        for url_id, url in enumerate(["http://d.test/a/", "http://d.test/a/index.html", "http://d.test/b.html"], 1):
+            fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, final_url, fetched_at) VALUES (?, ?, ?, ?)",
+                                        (url_id, url, url, float(url_id))).lastrowid
+            store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance, text) VALUES (?, ?, ?, 0.9, '')",
+                             (url_id, fetch_id, str(url_id)))
+    store.close()
+    page = {"http://d.test/a/": "a/index.html", "http://d.test/a/index.html": "a/index.html", "http://d.test/b.html": None}
+    pages, _ = fetched_pages(tmp_path, lambda url: True, page.get)
+    assert [p.target for p in pages] == [True, False, False]
+    assert curve(pages, targets=2)[-1]["target_recall"] == 0.5

@@ -144,7 +144,7 @@ def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):
     truth = Truth(webmap, topics)
     for name, topic in list(topics.items())[:3]:
         seeds = [url_to_path[url] for url in random.Random(1).sample(topic["seeds"], 3)]
-        seen, queue = set(seeds), list(seeds)  # breadth-first search by hand
+        seen, queue = set(seeds), list(seeds)  # a graph search by hand
         while queue:
             for target in out.get(queue.pop(), ()):
                 if target not in seen:

@@ -292,19 +292,24 @@ class Store:
 
     def take_new_instances(self) -> list[tuple[bytes, float, int]]:
         """(features, critic score of the target, copies) of links whose target has been judged
-        since the last call; they are marked learnt (call inside :meth:`transaction`). The pages
-        are those fetched after the last call's newest fetch (a watermark in ``meta``), so no
-        index of unlearnt links has to be kept up to date on every insert."""
-        after = int(self.get_meta("apprentice_fetches_learnt", "0"))
-        newest = self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0
-        rows = self.db.execute(  # new fetches in id order, their documents, then their unlearnt links by index
+        since the last call; they are marked learnt (call inside :meth:`transaction`). Two
+        watermarks in ``meta`` say what is new, so no index of unlearnt links has to be kept up
+        to date on every insert: the pages fetched since the last call (their stored links), and
+        the links stored since (to pages judged before them: a redirect re-targets its links)."""
+        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
+        newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
+                  self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
+        rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
             "SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM fetches f"
             " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
             " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
-            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0", (after, newest)
-        ).fetchall()
+            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
+            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM link_features lf"
+            " CROSS JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
+            (after[0], newest[0], after[1], newest[1])).fetchall()
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
-        self.set_meta(apprentice_fetches_learnt=newest)
+        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
         return [row[1:] for row in rows]
 
     def queued_link_features(self):

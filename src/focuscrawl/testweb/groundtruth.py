@@ -81,8 +81,9 @@ class PageGraph:
         ids = np.array([page_id for page_id, _ in rows], dtype=np.int64)
         ends = np.fromiter(chain.from_iterable(webmap.db.execute("SELECT source, target FROM links")), dtype=np.int64)
         sources, targets = np.searchsorted(ids, ends[0::2]), np.searchsorted(ids, ends[1::2])
-        self.matrix = sparse.csr_matrix((np.ones(len(sources), dtype=np.int8), (sources, targets)),
-                                        shape=(len(ids), len(ids)))
+        # float: scipy's graph searches would copy any other matrix on every call. The links
+        # table's key is (source, target), so no entry is summed from duplicates
+        self.matrix = sparse.csr_matrix((np.ones(len(sources)), (sources, targets)), shape=(len(ids), len(ids)))
         self.out_degree = np.diff(self.matrix.indptr)
 
     def links_within(self, paths: set[str]) -> tuple[int, int]:
