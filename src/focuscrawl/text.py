@@ -99,12 +99,12 @@ class Analyzer:
         words = list(dict.fromkeys(found))
         word_code = dict(zip(words, range(len(words))))
         codes = np.fromiter(map(word_code.__getitem__, found), dtype=np.int64, count=len(found))
-        kept = [w for w in words if len(w) > 1 and w not in self._stop]
-        stems = self._stem(kept)
+        kept = [code for code, w in enumerate(words) if len(w) > 1 and w not in self._stop]
+        stems = self._stem([words[code] for code in kept])
         vocabulary = list(dict.fromkeys(stems))
         term_code = dict(zip(vocabulary, range(len(vocabulary))))
         word_term = np.full(len(words), -1, dtype=np.int64)  # -1: a stop word, a leaf break, a single letter
-        word_term[[word_code[w] for w in kept]] = [term_code[s] for s in stems]
+        word_term[kept] = [term_code[s] for s in stems]
         term_of_token = word_term[codes]
         keep = term_of_token >= 0
         leaf = np.cumsum(codes == word_code.get(LEAF_BREAK, -1))  # -1: a page of one leaf has no break
