@@ -100,14 +100,56 @@ def test_an_instance_with_copies_counts_as_that_many_instances():
     np.testing.assert_array_equal(weighted.instances, repeated.instances)
 
 
+def test_the_blend_trusts_whichever_signal_predicts_the_held_out_targets():
+    from focuscrawl.apprentice import Blend
+
+    rng = np.random.default_rng(3)
+    high = rng.random(4000) < 0.5
+    sign = np.where(high, 1.0, -1.0)
+    noise, uniform = rng.normal(0, 2, high.size), rng.random(high.size)
+    telling_parent = np.clip(0.5 + 0.3 * sign + rng.normal(0, 0.2, high.size), 0, 1)
+    copies = np.ones(high.size)
+
+    apprentice_knows = Blend()
+    apprentice_knows.observe(3 * sign + noise, uniform, high.astype(int), copies)
+    assert apprentice_knows.weights[0] > 0.3 and abs(apprentice_knows.weights[1]) < 0.1
+
+    parent_knows = Blend()
+    parent_knows.observe(noise, telling_parent, high.astype(int), copies)
+    assert abs(parent_knows.weights[0]) < 0.05 and parent_knows.weights[1] > 0.5
+
+    misleading = Blend()  # an apprentice worse than chance is dropped: best-first's order exactly
+    misleading.observe(-3 * sign + noise, telling_parent, high.astype(int), copies)
+    assert misleading.weights[0] == 0
+    order = np.argsort(misleading.log_odds(noise, telling_parent), kind="stable")
+    assert (np.diff(telling_parent[order]) >= 0).all()
+
+
+def test_online_the_blend_sees_each_batch_before_the_apprentice_learns_it():
+    rng = np.random.default_rng(8)
+    apprentice = Apprentice()
+    first, second = random_instances(rng, 40), random_instances(rng, 30)
+    apprentice.learn(*first, parent_scores=rng.random(40))
+    assert apprentice.trained and not apprentice.ready  # nothing held out yet: best-first goes on
+    seen = apprentice.log_odds(second[0])
+    apprentice.learn(*second, parent_scores=rng.random(30), copies=np.full(30, 2))
+    assert apprentice.ready and apprentice.blend.counts.sum() == 60  # the second batch, copies counted
+    assert not np.allclose(apprentice.log_odds(second[0]), seen)  # and then learnt
+    paper = Apprentice(blend=False)
+    paper.learn(*first, parent_scores=rng.random(40))
+    assert paper.ready  # the paper's apprentice switches in after its first batch
+    np.testing.assert_allclose(paper.priority(second[0], rng.random(30)), paper.score(second[0]))
+
+
 def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
     store = Store(tmp_path / "crawl", warc=False)
     with store.transaction():
-        store.record_link_features([(1, 10, b"menu"), (1, 11, b"menu"), (1, 10, b"text")])
-        store.record_link_features([(2, 10, b"menu"), (3, 10, b"menu"), (3, 12, b"menu")])
+        store.record_link_features([(1, 10, b"menu", 0.2), (1, 11, b"menu", 0.2), (1, 10, b"text", 0.2)])
+        store.record_link_features([(2, 10, b"menu", 0.6), (3, 10, b"menu", 0.1), (3, 12, b"menu", 0.9)])
         store.retarget_link_features(12, 10)  # 12 only redirects to 10: its links become links to 10
-    rows = store.db.execute("SELECT target_id, features, copies FROM link_features ORDER BY target_id, features")
-    assert rows.fetchall() == [(10, b"menu", 4), (10, b"text", 1), (11, b"menu", 1)]
+    rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features"
+                            " ORDER BY target_id, features")  # the best source's score is the baseline's priority
+    assert rows.fetchall() == [(10, b"menu", 4, 0.9), (10, b"text", 1, 0.2), (11, b"menu", 1, 0.2)]
     store.close()
 
 
@@ -120,31 +162,31 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
 
     store = Store(tmp_path / "crawl", warc=False)
     with store.transaction():
-        store.record_link_features([(1, 10, b"a"), (2, 10, b"a"), (1, 11, b"b"), (1, 12, b"c")])
+        store.record_link_features([(1, 10, b"a", 0.5), (2, 10, b"a", 0.5), (1, 11, b"b", 0.5), (1, 12, b"c", 0.5)])
         judged(store, 10, 0.9)
         judged(store, 13, 0.5)  # a page no stored link leads to
     with store.transaction():
-        assert store.take_new_instances() == [(b"a", 0.9, 2)]
+        assert store.take_new_instances() == [(b"a", 0.9, 2, 0.5)]
         assert store.take_new_instances() == []
-        store.record_link_features([(3, 11, b"d")])
+        store.record_link_features([(3, 11, b"d", 0.5)])
         judged(store, 11, 0.2)
     store.close()
     store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
     with store.transaction():
-        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1), (b"d", 0.2, 1)]
+        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1, 0.5), (b"d", 0.2, 1, 0.5)]
         assert store.take_new_instances() == []
     with store.transaction():  # page 12 only redirects to page 10, judged long ago: its links lead there
         judged(store, 12, None)
         store.retarget_link_features(12, 10)
-        assert store.take_new_instances() == [(b"c", 0.9, 1)]
+        assert store.take_new_instances() == [(b"c", 0.9, 1, 0.5)]
     with store.transaction():  # a failed training leaves the links to learn for the next one
-        store.record_link_features([(4, 14, b"e")])
+        store.record_link_features([(4, 14, b"e", 0.5)])
         judged(store, 14, 0.7)
     with pytest.raises(RuntimeError), store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1)]
+        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5)]
         raise RuntimeError("the apprentice failed")
     with store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1)]
+        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5)]
     learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
     assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
     store.close()
@@ -165,7 +207,7 @@ def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
     rows = store.db.execute("SELECT target_id, features, learnt, copies FROM link_features ORDER BY target_id, features")
     assert rows.fetchall() == [(10, b"menu", 1, 2), (11, b"menu", 0, 2), (11, b"x", 0, 1)]
     with store.transaction():
-        store.record_link_features([(4, 11, b"x")])
+        store.record_link_features([(4, 11, b"x", 0.5)])
     assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"x",)).fetchone() == (2,)
     store.close()
 
@@ -250,7 +292,7 @@ def idiom_crawl(serve, make_config, tmp_path):
 
 
 def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
-    directory = idiom_crawl("apprentice", 80, batch=10_000)  # never trained during the crawl
+    directory = idiom_crawl("apprentice", 80, batch=10_000, blend=False)  # never trained during the crawl
     db = sqlite3.connect(directory / "crawl.db")
     queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
     before = [db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%")]
@@ -265,7 +307,7 @@ def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
 
 
 def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_crawl):
-    directory = idiom_crawl("apprentice", 80, batch=10_000)
+    directory = idiom_crawl("apprentice", 80, batch=10_000, blend=False)
     db = sqlite3.connect(directory / "crawl.db")
     crawler = Crawler.open(directory)
     crawler._train_apprentice()

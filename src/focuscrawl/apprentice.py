@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+import zlib
 from contextlib import closing
 
 from pathlib import Path
@@ -108,11 +109,15 @@ def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged
 class Apprentice:
     """Two-class multinomial naive Bayes over ⟨t, d⟩ (eqs. 1–2), grown instance by instance."""
 
-    def __init__(self, d_max: int = 5):
+    def __init__(self, d_max: int = 5, blend: bool = True):
         self.d_max = d_max
         self.counts = np.zeros((2, 0))  # [low, high] × feature
         self.instances = np.zeros(2)
         self.split = HIGH  # the bucket boundary of the latest batch
+        self.blend = Blend() if blend else None
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({"blend": None, **state})  # saved before blends existed: the paper's apprentice
 
     @property
     def trained(self) -> bool:
@@ -126,11 +131,7 @@ class Apprentice:
             return
         copies = np.ones(len(features), dtype=np.int64) if copies is None else np.asarray(copies, dtype=np.int64)
         self.split = threshold
-        relevance = np.asarray(relevance)
-        labels = relevance > threshold  # ties at the median go low (many pages may share the lowest score) ...
-        if labels.all() or not labels.any():
-            labels = relevance >= threshold  # ... unless that leaves one bucket empty
-        labels = labels.astype(int)
+        labels = high_labels(relevance, threshold)
         columns, lengths = _flatten(features)
         width = max(self.counts.shape[1], int(columns.max(initial=-1)) + 1)
         if width > self.counts.shape[1]:
@@ -141,6 +142,43 @@ class Apprentice:
             self.counts[label] += np.bincount(columns[mine], copies_of_feature[mine], minlength=width)
             self.instances[label] += int(copies[labels == label].sum())
         self._weights = None
+
+    def learn(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, threshold: float = HIGH,
+              copies: np.ndarray | None = None) -> None:
+        """A batch of instances as the online crawler gets them: first, while still unseen, they
+        show the blend how the apprentice compares with the baseline; then they are added."""
+        if self.blend is not None and self.trained and len(features):
+            copies_ = np.ones(len(features)) if copies is None else np.asarray(copies, dtype=float)
+            self.blend.observe(self.log_odds(features), np.asarray(parent_scores, dtype=float),
+                               high_labels(relevance, threshold), copies_)
+        self.add(features, relevance, threshold, copies)
+
+    def learn_at_once(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],
+                      threshold: float = HIGH) -> None:
+        """Offline (§3.5), every instance at once: the blend sees the links of half the source
+        pages scored by an apprentice trained on the other half, and the other way round."""
+        if self.blend is not None:
+            half = np.array([zlib.crc32(source.encode()) % 2 for source in sources], dtype=bool)
+            for held_out in (half, ~half):
+                other = Apprentice(self.d_max, blend=False)
+                other.add([f for f, h in zip(features, held_out) if not h], relevance[~held_out], threshold)
+                if other.trained and held_out.any():
+                    self.blend.observe(other.log_odds([f for f, h in zip(features, held_out) if h]),
+                                       parent_scores[held_out], high_labels(relevance[held_out], threshold),
+                                       np.ones(int(held_out.sum())))
+        self.add(features, relevance, threshold)
+
+    @property
+    def ready(self) -> bool:
+        """Whether its priorities replace the baseline's: trained, and the blend fitted if there is one."""
+        return self.trained and (self.blend is None or self.blend.fitted)
+
+    def priority(self, features: Links, parent_scores: np.ndarray) -> np.ndarray:
+        """A link's priority: the blend of the apprentice and the source page's critic score, or
+        the apprentice's Pr(high) alone without a blend (the paper's apprentice)."""
+        if self.blend is None:
+            return self.score(features)
+        return _sigmoid(self.blend.log_odds(self.log_odds(features), np.asarray(parent_scores, dtype=float)))
 
     def _log_ratio(self) -> np.ndarray:
         """log q_high,t − log q_low,t (eq. 1) for every feature, and a 0 after them; 0 for features
@@ -154,14 +192,17 @@ class Apprentice:
 
     def score(self, features: Links) -> np.ndarray:
         """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
+        return _sigmoid(self.log_odds(features))
+
+    def log_odds(self, features: Links) -> np.ndarray:
+        """log Pr(high | link) / Pr(low | link) for each link."""
         if not len(features):
             return np.zeros(0)
         columns, lengths = _flatten(features)
         weights = self._log_ratio()
         evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths),
                                weights[np.minimum(columns, len(weights) - 1)], minlength=len(lengths))
-        log_odds = evidence + np.log(self.instances[1] / self.instances[0])
-        return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
+        return evidence + np.log(self.instances[1] / self.instances[0])
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_weights"}
@@ -178,6 +219,85 @@ class Apprentice:
         if not isinstance(apprentice, Apprentice):
             raise ModelError(f"the crawl's apprentice holds a {type(apprentice).__name__}")
         return apprentice
+
+
+def high_labels(relevance: np.ndarray, threshold: float) -> np.ndarray:
+    """1 for a 'high' target: above the threshold; ties at it go low (many pages may share the
+    lowest score) unless that leaves one bucket empty."""
+    relevance = np.asarray(relevance)
+    labels = relevance > threshold
+    if labels.all() or not labels.any():
+        labels = relevance >= threshold
+    return labels.astype(int)
+
+
+def _sigmoid(log_odds: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -500, 500)))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-4, 1 - 1e-4)
+    return np.log(p) - np.log1p(-p)
+
+
+class Blend:
+    """How far to trust the apprentice against the baseline, learnt during the crawl. The
+    apprentice's log-odds and the logit of the source page's critic score (best-first's
+    priority: topics cluster in the link graph, which ⟨t, d⟩ alone cannot see) are weighed by a
+    logistic regression fitted on instances the apprentice scored before it learnt them, so
+    held out by construction. A weight that comes out negative is dropped: an apprentice no
+    better than chance leaves best-first's order. The pairs are kept as a 2-D histogram (small,
+    saved with the model, grown batch by batch)."""
+
+    LOG_ODDS_BINS, LOG_ODDS_WIDTH = 40, 2.0  # -40..40
+    SCORE_BINS = 20
+
+    def __init__(self):
+        self.counts = np.zeros((2, self.LOG_ODDS_BINS, self.SCORE_BINS))  # label × apprentice × parent score
+        self.weights: np.ndarray | None = None  # apprentice log-odds, parent logit, intercept
+
+    @property
+    def fitted(self) -> bool:
+        return self.weights is not None
+
+    def _cells(self, log_odds: np.ndarray, parent_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        half = self.LOG_ODDS_BINS * self.LOG_ODDS_WIDTH / 2
+        a = np.clip(((log_odds + half) // self.LOG_ODDS_WIDTH).astype(int), 0, self.LOG_ODDS_BINS - 1)
+        return a, np.clip((parent_scores * self.SCORE_BINS).astype(int), 0, self.SCORE_BINS - 1)
+
+    def observe(self, log_odds: np.ndarray, parent_scores: np.ndarray, labels: np.ndarray, copies: np.ndarray) -> None:
+        """Held-out instances: the apprentice's log-odds, the source's score, 'high' or not, copies."""
+        a, p = self._cells(log_odds, parent_scores)
+        np.add.at(self.counts, (labels, a, p), copies)
+        self._fit()
+
+    def _fit(self) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        label, a, p = np.nonzero(self.counts)
+        if len(np.unique(label)) < 2:
+            return
+        half = self.LOG_ODDS_BINS * self.LOG_ODDS_WIDTH / 2
+        x = np.c_[(a + 0.5) * self.LOG_ODDS_WIDTH - half, _logit((p + 0.5) / self.SCORE_BINS)]
+        weight = self.counts[label, a, p]
+        keep = [0, 1]
+        while keep:  # refit without a weight that comes out negative
+            model = LogisticRegression(C=100.0).fit(x[:, keep], label, sample_weight=weight / weight.mean())
+            negative = [k for k, w in zip(keep, model.coef_[0]) if w < 0]
+            if not negative:
+                break
+            keep.remove(negative[0])
+        weights = np.zeros(3)
+        if keep:
+            weights[keep] = model.coef_[0]
+            weights[2] = model.intercept_[0]
+        else:
+            weights[1] = 1.0  # neither helps: keep best-first's order
+        self.weights = weights
+
+    def log_odds(self, apprentice_log_odds: np.ndarray, parent_scores: np.ndarray) -> np.ndarray:
+        w = self.weights
+        return w[0] * np.clip(apprentice_log_odds, -40, 40) + w[1] * _logit(parent_scores) + w[2]
 
 
 Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)
@@ -212,9 +332,11 @@ def median_score(db: sqlite3.Connection) -> float:
     return float(row[0])
 
 
-def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int
+                    ) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
-    features of every link (u, v) whose both ends were judged, the critic's score of v, and u."""
+    features of every link (u, v) whose both ends were judged, the critic's score of v, u, and
+    the critic's score of u."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
         relevance = dict(db.execute(
             "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
@@ -239,4 +361,4 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int) -
                                           [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
                 labels += [relevance[link.url] for link in links]
                 sources += [url] * len(links)
-    return features, np.array(labels), sources
+    return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

@@ -140,7 +140,7 @@ class Crawler:
         self.apprentice: Apprentice | None = None
         if config.strategy == "apprentice":  # best-first until it has learnt a batch
             saved = self.store.load_model("apprentice")
-            self.apprentice = Apprentice.loads(saved) if saved else Apprentice(config.apprentice.d_max)
+            self.apprentice = Apprentice.loads(saved) if saved else self.new_apprentice()
             self.term_ids = TermIds(self.store.db)
             self.analyzer = Analyzer(config.text.language, config.text.stem)
         self.critic: Critic | TaxonomyModel | None = None
@@ -371,7 +371,7 @@ class Crawler:
             except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
                 log.exception("apprentice: training failed; continuing with the saved model")
                 saved = self.store.load_model("apprentice")
-                self.apprentice = Apprentice.loads(saved) if saved else Apprentice(self.config.apprentice.d_max)
+                self.apprentice = Apprentice.loads(saved) if saved else self.new_apprentice()
         self._count(response, relevance)
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
@@ -414,8 +414,8 @@ class Crawler:
             wanted = [i for i, (url, _, _, reason) in enumerate(found)
                       if reason is None and (url not in known or known[url][1] != DONE)]
             features = self._link_features(page, judgement, wanted)
-            if self.apprentice.trained and wanted:
-                for i, p in zip(wanted, self.apprentice.score(features)):
+            if self.apprentice.ready and wanted:
+                for i, p in zip(wanted, self.apprentice.priority(features, np.full(len(wanted), relevance or 0.0))):
                     url, host, _, reason = found[i]
                     found[i] = (url, host, float(p), reason)
         queue = (page_class(relevance, topic) or item.queue
@@ -425,7 +425,8 @@ class Crawler:
         if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if self.apprentice is not None:
-            self.store.record_link_features([(item.url_id, targets[i], blob) for i, blob in zip(wanted, pack(features))])
+            self.store.record_link_features([(item.url_id, targets[i], blob, relevance or 0.0)
+                                             for i, blob in zip(wanted, pack(features))])
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
@@ -505,6 +506,9 @@ class Crawler:
             features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
         return features
 
+    def new_apprentice(self) -> Apprentice:
+        return Apprentice(self.config.apprentice.d_max, blend=self.config.apprentice.blend)
+
     def _train_apprentice(self) -> None:
         """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then
         re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
@@ -512,9 +516,10 @@ class Crawler:
         with gc_paused(), self.store.transaction():
             instances = self.store.take_new_instances()
             if instances:
-                blobs, relevance, copies = zip(*instances)
-                self.apprentice.add(list(blobs), np.array(relevance), median_score(self.store.db), np.array(copies))
-            rescored = self._rescore_frontier() if self.apprentice.trained else 0
+                blobs, relevance, copies, parents = zip(*instances)
+                self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
+                                      np.array(copies))
+            rescored = self._rescore_frontier() if self.apprentice.ready else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
             if rescored and self.store.get_meta("apprentice_switched_in_at") is None:
                 self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
@@ -532,8 +537,8 @@ class Crawler:
         carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
         links = self.store.queued_link_features()
         while block := links.fetchmany(chunk):
-            targets, blobs = zip(*block)
-            targets, scores = np.array(targets), self.apprentice.score(list(blobs))
+            targets, blobs, parents = zip(*block)
+            targets, scores = np.array(targets), self.apprentice.priority(list(blobs), np.array(parents))
             starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
             best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
             if carried is not None and carried[0] == firsts[0]:

@@ -102,7 +102,8 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     target_id INTEGER NOT NULL,
     features BLOB NOT NULL,  -- uint32 ids
     learnt INTEGER NOT NULL DEFAULT 0,
-    copies INTEGER NOT NULL DEFAULT 1  -- links to the target with these very features (a menu on many pages)
+    copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
+    parent_score REAL NOT NULL DEFAULT 0.5  -- the best critic score of a page with them (the baseline's priority)
 );
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
@@ -261,10 +262,12 @@ class Store:
 
     # -- the apprentice ------------------------------------------------------------------------
 
-    def record_link_features(self, rows: list[tuple[int, int, bytes]]) -> None:
-        """(source, target, features) of links; a link the same as one stored counts as a copy of it."""
-        self.db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)"
-                            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1", rows)
+    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
+        """(source, target, features, the source's critic score) of links; a link the same as one
+        stored counts as a copy of it (and keeps the better source's score)."""
+        self.db.executemany("INSERT INTO link_features (source_id, target_id, features, parent_score) VALUES (?, ?, ?, ?)"
+                            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1,"
+                            " parent_score = MAX(parent_score, excluded.parent_score)", rows)
 
     def relevance_totals(self) -> tuple[float, int]:
         """The sum of the critic's scores and the number of pages scored (the harvest rate's terms)."""
@@ -290,8 +293,8 @@ class Store:
                 f" WHERE d.relevance IS NOT NULL AND u.url IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
-    def take_new_instances(self) -> list[tuple[bytes, float, int]]:
-        """(features, critic score of the target, copies) of links whose target has been judged
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float]]:
+        """(features, critic score of the target, copies, source's critic score) of links whose target has been judged
         since the last call; they are marked learnt (call inside :meth:`transaction`). Two
         watermarks in ``meta`` say what is new, so no index of unlearnt links has to be kept up
         to date on every insert: the pages fetched since the last call (their stored links), and
@@ -300,11 +303,11 @@ class Store:
         newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
                   self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
         rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
-            "SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM fetches f"
+            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score FROM fetches f"
             " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
             " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
             " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
-            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies FROM link_features lf"
+            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score FROM link_features lf"
             " CROSS JOIN documents d ON d.url_id = lf.target_id"
             " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
             (after[0], newest[0], after[1], newest[1])).fetchall()
@@ -313,18 +316,19 @@ class Store:
         return [row[1:] for row in rows]
 
     def queued_link_features(self):
-        """(target id, features) of every link to a queued URL, ordered by target."""
+        """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""
         return self.db.execute(  # URLs in id order (no sort), only the queued ones' links read (by index)
-            "SELECT u.id, lf.features FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
+            "SELECT u.id, lf.features, lf.parent_score FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
             f" WHERE +u.state = {QUEUED} ORDER BY u.id"
         )
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
         self.db.execute(
-            "INSERT INTO link_features (source_id, target_id, features, learnt, copies)"
-            " SELECT source_id, ?, features, learnt, copies FROM link_features WHERE target_id = ?"
-            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies", (new_target, old_target))
+            "INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
+            " SELECT source_id, ?, features, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
+            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies,"
+            " parent_score = MAX(parent_score, excluded.parent_score)", (new_target, old_target))
         self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
@@ -418,7 +422,8 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     """Create what is missing: a new crawl's tables, or what an earlier version did not have."""
     db.executescript(SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
-    _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1"})
+    _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
+                                               "parent_score": "REAL NOT NULL DEFAULT 0.5"})
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
     db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark

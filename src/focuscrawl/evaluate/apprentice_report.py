@@ -42,7 +42,7 @@ class _Vocabulary:
 def _instances(directory: Path, analyzer: Analyzer) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(features at d_max = WIDEST, critic score of the target, held-out flag) of every link
     between two fetched pages."""
-    features, labels, sources = crawl_instances(directory, analyzer, _Vocabulary(), WIDEST)
+    features, labels, sources, _ = crawl_instances(directory, analyzer, _Vocabulary(), WIDEST)
     held_out = np.array([zlib.crc32(url.encode()) % 10 < 3 for url in sources], dtype=bool)
     return features, labels, held_out
 

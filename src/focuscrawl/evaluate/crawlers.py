@@ -51,9 +51,10 @@ def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
 def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
-    features, scores, _ = crawl_instances(baseline, crawler.analyzer, crawler.term_ids, crawler.apprentice.d_max)
+    features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
+                                                         crawler.apprentice.d_max)
     with closing(open_existing(baseline)) as db:
-        crawler.apprentice.add(features, scores, median_score(db))
+        crawler.apprentice.learn_at_once(features, scores, parents, sources, median_score(db))
 
 
 class _VisitedOnly:
