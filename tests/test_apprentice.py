@@ -306,6 +306,16 @@ def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
     crawler.store.close()
 
 
+def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(idiom_crawl):
+    crawler = Crawler.open(idiom_crawl("apprentice", 40, batch=10_000, blend=False, rescore_growth=0.25))
+    due = []
+    for learnt in (0, 100, 110, 124, 125, 150, 157):
+        crawler.apprentice.instances = np.array([learnt / 2, learnt / 2])
+        due.append(crawler._rescore_due())
+    assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
+    crawler.store.close()
+
+
 def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_crawl):
     directory = idiom_crawl("apprentice", 80, batch=10_000, blend=False)
     db = sqlite3.connect(directory / "crawl.db")

@@ -510,8 +510,8 @@ class Crawler:
         return Apprentice(self.config.apprentice.d_max, blend=self.config.apprentice.blend)
 
     def _train_apprentice(self) -> None:
-        """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then
-        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
+        """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then,
+        when due, re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
         clock = time.perf_counter()
         with gc_paused(), self.store.transaction():
             instances = self.store.take_new_instances()
@@ -519,7 +519,7 @@ class Crawler:
                 blobs, relevance, copies, parents = zip(*instances)
                 self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
                                       np.array(copies))
-            rescored = self._rescore_frontier() if self.apprentice.ready else 0
+            rescored = self._rescore_frontier() if self._rescore_due() else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
             if rescored and self.store.get_meta("apprentice_switched_in_at") is None:
                 self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
@@ -528,6 +528,20 @@ class Crawler:
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored", len(instances),
                  *self.apprentice.instances, rescored)
+
+    def _rescore_due(self) -> bool:
+        """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
+        instances than at the last re-scoring: the early batches, which change it most, are all
+        used, and re-scoring costs a few passes over the final frontier in all, not one per batch
+        (the frontier grows with the crawl). Links found meanwhile get the current model's score."""
+        if not self.apprentice.ready:
+            return False
+        learnt = float(self.apprentice.instances.sum())
+        last = self.store.get_meta("apprentice_rescored_at")
+        if last is not None and learnt < float(last) * (1 + self.config.apprentice.rescore_growth):
+            return False
+        self.store.set_meta(apprentice_rescored_at=learnt)
+        return True
 
     def _rescore_frontier(self, chunk: int = 50000) -> int:
         """New priorities for the queued URLs, the best of each one's incoming links, read chunk
