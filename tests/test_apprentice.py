@@ -379,6 +379,7 @@ def test_report_compares_frontier_priorities_after_switching_in(idiom_crawl, tmp
     report = apprentice_report(idiom_crawl("apprentice", 150, batch=60), tmp_path / "report")
     priorities = report["frontier_priorities"]
     assert len(priorities["bins"]) == 11 and sum(priorities["apprentice"]) > 0 and sum(priorities["best_first"]) > 0
+    assert report["blend"]["apprentice"] > 0 and report["blend"]["held_out_links"] > 0  # the idiom tells the links apart
     assert (tmp_path / "report" / "frontier-priorities.png").exists()
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.metrics import Fetched, at_pages, curve, mean_stderr, overlap, paired_greater
 
 
@@ -92,3 +93,15 @@ def test_a_target_fetched_again_under_another_url_counts_once_for_recall(tmp_pat
     pages, _ = fetched_pages(tmp_path, lambda url: True, page.get)
     assert [p.target for p in pages] == [True, False, False]
     assert curve(pages, targets=2)[-1]["target_recall"] == 0.5
+
+
+def test_loss_cuts_against_the_baseline_with_the_oracles_possible_cut():
+    baseline = {"a": 0.6, "b": 0.5, "c": 0.4}
+    oracle = {"a": 0.1, "b": 0.45, "c": 0.4}  # a: 83 % possible; b: 10 %; c: none at all
+    cuts = metrics.loss_cuts({"a": 0.3, "b": 0.48, "c": 0.44}, baseline, oracle)
+    assert cuts["topics"]["a"]["cut"] == pytest.approx(0.5) and cuts["topics"]["a"]["possible"] == pytest.approx(5 / 6)
+    assert cuts["topics"]["a"]["gap_closed"] == pytest.approx(0.3 / 0.5)
+    assert cuts["topics"]["b"]["gap_closed"] == pytest.approx(0.4)
+    assert cuts["topics"]["c"]["gap_closed"] is None  # no gap to close
+    assert cuts["median_cut_where_possible"] == pytest.approx(0.5) and cuts["topics_possible"] == 1
+    assert cuts["median_gap_closed_elsewhere"] == pytest.approx(0.4)

@@ -22,6 +22,7 @@ import yaml
 from focuscrawl.config import validate_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.evaluate.harness import ServedTestWeb, run_eval
+from focuscrawl.evaluate.report import write_report
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.store import crawl_status
@@ -119,7 +120,7 @@ def test_topics_have_seeds_from_three_packages_none_over_half(small_web):
 
 def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, tmp_path):
     topic = "networking"  # fixed topic, fixed seeds (the topics file is deterministic), recommended budget
-    results = run_eval(small_web, small_web / "topics.yml", ["bfs", "best-first-svm"], None, tmp_path,
+    results = run_eval(small_web, small_web / "topics.yml", ["bfs", "best-first-svm", "oracle-link"], None, tmp_path,
                        only_topics=[topic])
     best_first = results["crawlers"]["best-first-svm"]["topics"][topic]["harvest_rate"]
     breadth_first = results["crawlers"]["bfs"]["topics"][topic]["harvest_rate"]
@@ -130,6 +131,13 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert 0 < info["reachable_targets"] <= info["targets"]
     for crawler in ("bfs", "best-first-svm"):
         assert results["crawlers"][crawler]["topics"][topic]["target_recall"] <= info["recall_ceiling"] <= 1
+    loss = {name: entry["topics"][topic]["loss_rate"] for name, entry in results["crawlers"].items()}
+    assert loss["oracle-link"] < loss["best-first-svm"]  # knowing every target's relevance cuts the loss
+    bfs = results["loss_cuts"]["bfs"]["topics"][topic]  # each crawler against best-first, oracle-link the limit
+    assert bfs["cut"] == pytest.approx(1 - loss["bfs"] / loss["best-first-svm"]) and bfs["possible"] > 0
+    assert set(results["loss_cuts"]) == {"bfs"}
+    report = write_report(results, tmp_path).read_text()
+    assert "## Loss rate: bfs against best-first-svm" in report and (tmp_path / "loss_by_topic.png").exists()
 
 
 def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):

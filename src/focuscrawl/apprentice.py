@@ -8,9 +8,11 @@ offset d = m − l left of it, 0 inside, m − r right of it, and ⟨t, d⟩ for
 feature. Learner (§2.3): multinomial naive Bayes over ⟨t, d⟩ with two buckets of v's critic
 score split at the median of the scores so far ("equally probable intervals": a critic that
 likes most pages still leaves the apprentice something to tell apart), predicting Pr(high);
-instances are added as their targets get judged, without retraining from scratch. Online use (§3.7): best-first until the first batch has been learnt,
-then every queued URL is re-scored (the best of its incoming links) and new links are scored
-by the apprentice.
+instances are added as their targets get judged, without retraining from scratch. Online use
+(§3.7): best-first until the apprentice is ready, then every queued URL is re-scored (the best
+of its incoming links) and new links are scored by it. Beyond the paper, a ``Blend`` weighs its
+estimate against best-first's (the source page's critic score), as learnt on links it scored
+before learning them; the apprentice is ready once that blend is fitted, after its second batch.
 
 Term ids live in the crawl database (``apprentice_terms``) so that stored link features stay
 meaningful across resumes; the counts are saved in it with the batch that changed them.
@@ -148,9 +150,9 @@ class Apprentice:
         """A batch of instances as the online crawler gets them: first, while still unseen, they
         show the blend how the apprentice compares with the baseline; then they are added."""
         if self.blend is not None and self.trained and len(features):
-            copies_ = np.ones(len(features)) if copies is None else np.asarray(copies, dtype=float)
+            weights = np.ones(len(features)) if copies is None else np.asarray(copies, dtype=float)
             self.blend.observe(self.log_odds(features), np.asarray(parent_scores, dtype=float),
-                               high_labels(relevance, threshold), copies_)
+                               high_labels(relevance, threshold), weights)
         self.add(features, relevance, threshold, copies)
 
     def learn_at_once(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],

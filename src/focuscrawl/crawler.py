@@ -526,8 +526,11 @@ class Crawler:
         if rescored:
             self.frontier.resync()
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
-        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored", len(instances),
-                 *self.apprentice.instances, rescored)
+        blend = self.apprentice.blend
+        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", len(instances),
+                 *self.apprentice.instances, rescored,
+                 "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights[:2])
+                 if blend is not None and blend.fitted else "")
 
     def _rescore_due(self) -> bool:
         """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more

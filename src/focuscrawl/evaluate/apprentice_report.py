@@ -6,7 +6,8 @@ from a finished crawl, re-read from its WARC archive (so any d_max can be tried)
 - Fig. 7: the same with plain text near the link (offsets dropped) instead of ⟨t, d⟩;
 - Fig. 8: the average information gain of the ⟨t, d⟩ features found at each offset d;
 - Fig. 13a: the distribution of the priorities of the URLs still queued, as best-first gives them
-  (the parent's score) and as the crawl's apprentice gives them.
+  (the parent's score) and as the crawl's apprentice gives them;
+- and, beyond the paper, the weights the crawl's blend gave the apprentice and the source page's score.
 
 Instances are the links (u, v) whose both ends were fetched, labelled by the critic's score of
 v; pages u are split 70/30 into training and held-out by a hash of their URL.
@@ -91,17 +92,31 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
     return {int(d): float(gain[offsets == d].mean()) for d in range(-WIDEST, WIDEST + 1) if np.any(offsets == d)}
 
 
+def _saved_apprentice(db) -> Apprentice | None:
+    saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
+    return Apprentice.loads(saved[0]) if saved else None
+
+
+def _blend(directory: Path) -> dict | None:
+    """How the crawl's blend weighs the apprentice's log-odds against the logit of the source
+    page's critic score, and on how many held-out links (None: the paper's apprentice alone)."""
+    with closing(open_existing(directory)) as db:
+        apprentice = _saved_apprentice(db)
+    if apprentice is None or apprentice.blend is None or not apprentice.blend.fitted:
+        return None
+    weights = apprentice.blend.weights
+    return {"apprentice": float(weights[0]), "source_page": float(weights[1]), "intercept": float(weights[2]),
+            "held_out_links": float(apprentice.blend.counts.sum())}
+
+
 def _frontier_priorities(directory: Path) -> dict | None:
     with closing(open_existing(directory)) as db:
         return _priorities(db)
 
 
 def _priorities(db) -> dict | None:
-    saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
-    if saved is None:
-        return None
-    apprentice = Apprentice.loads(saved[0])
-    if not apprentice.trained:
+    apprentice = _saved_apprentice(db)
+    if apprentice is None or not apprentice.trained:
         return None
     baseline = [p for (p,) in db.execute(
         "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
@@ -128,6 +143,7 @@ def apprentice_report(directory: Path, out: Path | None = None) -> dict:
         "plain_text_accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=True) for d in range(WIDEST + 1)],
         "information_gain_by_offset": _information_gain_by_offset(features, labels) if features else {},
         "frontier_priorities": _frontier_priorities(directory),
+        "blend": _blend(directory),
     } if len(labels) and held_out.any() and (~held_out).any() else {"instances": len(labels)}
     (out / "apprentice-report.json").write_text(json.dumps(report, indent=1))
     if "accuracy_by_d_max" in report:

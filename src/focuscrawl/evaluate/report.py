@@ -82,8 +82,57 @@ def plot_scores(results: dict, out: Path) -> Path:
     return path
 
 
+def plot_topic_losses(results: dict, out: Path) -> Path:
+    """Loss rate against pages fetched, one panel per topic (Chakrabarti Fig. 10), references dashed."""
+    plt = _pyplot()
+    topics = list(results["topics"])
+    columns = min(4, len(topics))
+    rows = math.ceil(len(topics) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.3 * columns, 2.5 * rows), squeeze=False)
+    for axis, topic in zip(axes.flat, topics):
+        for name, entry in results["crawlers"].items():
+            curve = entry["topics"].get(topic, {}).get("curve") or []
+            style = {"linestyle": "--", "alpha": 0.7} if entry["reference"] else {}
+            axis.plot([p["pages"] for p in curve], [p["loss_rate"] for p in curve], label=name, **style)
+        axis.set_title(topic, fontsize=8)
+        axis.set_ylim(0, 1)
+        axis.tick_params(labelsize=7)
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(topics):]:
+        axis.axis("off")
+    axes.flat[0].legend(fontsize=6)
+    figure.supxlabel("pages fetched", fontsize=9)
+    figure.supylabel("loss rate (ground truth)", fontsize=9)
+    figure.tight_layout()
+    path = out / "loss_by_topic.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _loss_cut_lines(results: dict) -> list[str]:
+    """The per-topic loss table of each crawler against best-first, with the oracle's possible cut."""
+    from focuscrawl.evaluate.harness import LOSS_BASELINE, LOSS_REFERENCE
+
+    percent = lambda v: "—" if v is None else f"{v:+.0%}"  # noqa: E731
+    lines = []
+    for name, cuts in results.get("loss_cuts", {}).items():
+        elsewhere = cuts["median_gap_closed_elsewhere"]
+        lines += ["", f"## Loss rate: {name} against {LOSS_BASELINE} ({LOSS_REFERENCE}: the most a link learner could cut)", "",
+                  f"Median cut where {LOSS_REFERENCE} shows at least 30 % possible ({cuts['topics_possible']} topics):"
+                  f" {percent(cuts['median_cut_where_possible'])}; median share of the gap closed on the others:"
+                  f" {'—' if elsewhere is None else f'{elsewhere:+.2f}'}.", "",
+                  f"| topic | loss {LOSS_BASELINE} | loss {name} | loss {LOSS_REFERENCE} | cut | possible | gap closed |",
+                  "|---|---|---|---|---|---|---|"]
+        for topic, t in cuts["topics"].items():
+            gap = "—" if t["gap_closed"] is None else f"{t['gap_closed']:+.2f}"
+            lines.append(f"| {topic} | {t['baseline']:.3f} | {t['loss']:.3f} | {t['reference']:.3f} | {percent(t['cut'])}"
+                         f" | {percent(t['possible'])} | {gap} |")
+    return lines
+
+
 def write_report(results: dict, out: Path) -> Path:
-    plots = plot_curves(results, out) + [plot_scores(results, out)]
+    plots = plot_curves(results, out) + [plot_topic_losses(results, out), plot_scores(results, out)]
     crawlers = results["crawlers"]
     lines = [f"# Crawl evaluation — budget {results['budget']}", "",
              "Means over topics at the end of each topic's budget (± standard error). Harvest and recall use",
@@ -115,6 +164,7 @@ def write_report(results: dict, out: Path) -> Path:
         ceiling = info.get("recall_ceiling")  # absent from results written before it was measured
         lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + ("—" if ceiling is None else f"{ceiling:.2f}")
                      + " | " + " | ".join(cells) + " |")
+    lines += _loss_cut_lines(results)
     lines += ["", "## One-tailed paired t-tests over topics (p-values, Pant Table II)", "",
               "| hypothesis | harvest rate | target recall |", "|---|---|---|"]
     for hypothesis, p in results["t_tests"].items():
