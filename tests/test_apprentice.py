@@ -414,6 +414,17 @@ def test_class_features_name_the_class_and_all_its_prefixes():
                                                     ("§class:/Science/Math", 0), ("§class:/Science/Math/Stochastics", 0)])
 
 
+def test_url_words_are_the_target_urls_words_once_each_at_offset_zero():
+    from focuscrawl.apprentice import url_features
+
+    vocabulary = Vocabulary()
+    features = url_features(["https://docs.python.org/3/library/asyncio-task.html?v=asyncio#Task-groups",
+                             "http://127.0.0.1/x/"], vocabulary)
+    assert decoded(features[0], vocabulary) == sorted((f"§url:{w}", 0) for w in
+                                                      ("docs", "python", "org", "library", "asyncio", "task", "html"))
+    assert len(features[1]) == 0  # no word of two letters or more
+
+
 def test_cocitation_features_mark_judged_neighbours_by_offset():
     from focuscrawl.apprentice import cocitation_features
 
@@ -432,9 +443,11 @@ def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
         return {term for (term,) in db.execute("SELECT term FROM apprentice_terms WHERE term LIKE '§%'")}
 
     assert special_terms(idiom_crawl("apprentice", 120, batch=40, name="plain")) == set()
-    both = special_terms(idiom_crawl("apprentice", 120, batch=40, name="both", class_features=True, cocitation=True))
-    assert {"§class:/", "§class:/relevant", "§class:/other"} <= both
-    assert "§cocited:LOW" in both  # the 'home' link next to the first box leads to the judged first hub
+    every = special_terms(idiom_crawl("apprentice", 120, batch=40, name="every", class_features=True, cocitation=True,
+                                      url_words=True))
+    assert {"§class:/", "§class:/relevant", "§class:/other"} <= every
+    assert "§cocited:LOW" in every  # the 'home' link next to the first box leads to the judged first hub
+    assert "§url:hub" in every  # the words of the target URLs
 
 
 def test_cocitation_never_tells_a_link_its_own_targets_judgement():

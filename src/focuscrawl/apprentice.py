@@ -21,6 +21,7 @@ meaningful across resumes; the counts are saved in it with the batch that change
 from __future__ import annotations
 
 import pickle
+import re
 import sqlite3
 import zlib
 from contextlib import closing
@@ -36,6 +37,7 @@ from focuscrawl.store import open_existing
 from focuscrawl.text import Analyzer, LeafTerms
 
 HIGH = 0.5  # the default split between 'low' and 'high' targets
+URL_WORD = re.compile(r"[a-z]{2,}")
 
 
 class TermIds:
@@ -85,6 +87,16 @@ def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
     parts = (topic or "").strip("/").split("/") if topic else []
     names = ["§class:/"] + [f"§class:/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)]
     return np.array(term_ids(names), dtype=np.int64) * (2 * d_max + 1) + d_max
+
+
+def url_features(urls: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
+    """Beyond the paper: the words of each link's target URL (host, path and query; letters
+    only, each once) as ⟨§url:word, 0⟩. A URL often names its page's subject (documentation
+    sites above all), and it is known before the fetch; ACHE's link classifier uses it too."""
+    words = [list(dict.fromkeys(URL_WORD.findall(url.partition("://")[2].partition("#")[0].lower()))) for url in urls]
+    ids = np.array(term_ids([f"§url:{word}" for link in words for word in link]), dtype=np.int64) * (2 * d_max + 1) + d_max
+    ends = np.cumsum([len(link) for link in words]).tolist()
+    return [ids[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool], term_ids,
@@ -334,11 +346,11 @@ def median_score(db: sqlite3.Connection) -> float:
     return float(row[0])
 
 
-def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int
+def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, url_words: bool = False
                     ) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
-    features of every link (u, v) whose both ends were judged, the critic's score of v, u, and
-    the critic's score of u."""
+    features of every link (u, v) whose both ends were judged (⟨t, d⟩, and the words of v's URL
+    if asked), the critic's score of v, u, and the critic's score of u."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
         relevance = dict(db.execute(
             "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
@@ -359,8 +371,12 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int
                 except DecodeError:
                     continue
                 links = [link for link in page.links if link.url in relevance and link.url != url]
-                features += link_features(analyzer.leaf_terms(page.leaves),
-                                          [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
+                found = link_features(analyzer.leaf_terms(page.leaves),
+                                      [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
+                if url_words:
+                    found = [np.concatenate([f, w]) for f, w in zip(found, url_features(
+                        [link.url for link in links], term_ids, d_max))]
+                features += found
                 labels += [relevance[link.url] for link in links]
                 sources += [url] * len(links)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

@@ -137,6 +137,7 @@ class Apprentice(_Section):
     batch: int = Field(500, ge=1, description="pages fetched between trainings of the apprentice (§2.2)")
     class_features: bool = Field(False, description="add the critic's class of the page and its prefixes (§3.8)")
     cocitation: bool = Field(False, description="add <HIGH|LOW, d> of nearby links to judged pages (§2.2.3)")
+    url_words: bool = Field(False, description="add the words of the target URL as <§url:word, 0> (beyond the paper)")
     rescore_growth: float = Field(0.25, ge=0, description="re-score the frontier when the apprentice has learnt this"
                                                           " share more instances than at the last re-scoring (0: every batch)")
     blend: bool = Field(True, description="weigh the apprentice against the source page's critic score, as learnt"

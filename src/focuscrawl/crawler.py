@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
-                                   median_score, pack)
+                                   median_score, pack, url_features)
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
@@ -499,6 +499,9 @@ class Crawler:
             topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
             page_classes = class_features(topic, self.term_ids, settings.d_max)
             features = [np.concatenate([f, page_classes]) for f in features]
+        if settings.url_words:
+            words = url_features([page.links[i].url for i in wanted], self.term_ids, settings.d_max)
+            features = [np.concatenate([f, w]) for f, w in zip(features, words)]
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}

@@ -52,7 +52,7 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
     features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
-                                                         crawler.apprentice.d_max)
+                                                         crawler.apprentice.d_max, crawler.config.apprentice.url_words)
     with closing(open_existing(baseline)) as db:
         crawler.apprentice.learn_at_once(features, scores, parents, sources, median_score(db))
 
