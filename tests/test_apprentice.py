@@ -131,14 +131,44 @@ def test_online_the_blend_sees_each_batch_before_the_apprentice_learns_it():
     first, second = random_instances(rng, 40), random_instances(rng, 30)
     apprentice.learn(*first, parent_scores=rng.random(40))
     assert apprentice.trained and not apprentice.ready  # nothing held out yet: best-first goes on
-    seen = apprentice.log_odds(second[0])
-    apprentice.learn(*second, parent_scores=rng.random(30), copies=np.full(30, 2))
-    assert apprentice.ready and apprentice.blend.counts.sum() == 60  # the second batch, copies counted
+    seen, parents = apprentice.log_odds(second[0]), rng.random(30)
+    apprentice.learn(*second, parent_scores=parents, copies=np.full(30, 2))
+    assert apprentice.ready
+    from focuscrawl.apprentice import Blend, high_labels
+    expected = Blend()  # what it saw: the second batch as scored before it was learnt, copies counted
+    expected.observe(seen, parents, high_labels(second[1], 0.5), np.full(30, 2.0))
+    np.testing.assert_array_equal(apprentice.blend.counts, expected.counts)
+    np.testing.assert_allclose(apprentice.blend.weights, expected.weights)
     assert not np.allclose(apprentice.log_odds(second[0]), seen)  # and then learnt
+    edges = apprentice.priority(second[0][:2], np.array([0.0, 1.0]))  # a source judged 0 or 1 is no overflow
+    assert np.isfinite(edges).all() and ((0 < edges) & (edges < 1)).all()
+    inputs = np.stack([np.clip(apprentice.log_odds(second[0]), -40, 40), np.log(parents / (1 - parents))])
+    np.testing.assert_allclose(apprentice.priority(second[0], parents),
+                               1 / (1 + np.exp(-(apprentice.blend.weights[:2] @ inputs + apprentice.blend.weights[2]))))
     paper = Apprentice(blend=False)
     paper.learn(*first, parent_scores=rng.random(40))
     assert paper.ready  # the paper's apprentice switches in after its first batch
     np.testing.assert_allclose(paper.priority(second[0], rng.random(30)), paper.score(second[0]))
+
+
+def test_offline_the_blend_is_cross_fitted_by_source_page_or_left_out():
+    rng = np.random.default_rng(4)
+    features, relevance = random_instances(rng, 400)
+    sources = [f"http://127.0.0.1/{i % 40}" for i in range(400)]
+    apprentice = Apprentice()
+    apprentice.learn_at_once(features, relevance, rng.random(400), sources)
+    assert apprentice.ready and apprentice.blend.counts.sum() == 400  # every link held out once
+    alone = Apprentice()
+    alone.learn_at_once(features[:3], np.array([0.9, 0.1, 0.9]), rng.random(3), ["http://127.0.0.1/one"] * 3)
+    assert alone.blend is None and alone.ready  # one source page cannot be split: the paper's apprentice
+
+
+def test_an_apprentice_saved_before_blends_loads_as_the_papers():
+    state = Apprentice().__getstate__()
+    del state["blend"]
+    old = Apprentice.__new__(Apprentice)
+    old.__setstate__(state)
+    assert old.blend is None
 
 
 def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
@@ -201,11 +231,15 @@ def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
     db.execute("CREATE INDEX link_features_target ON link_features (target_id)")
     db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)",
                    [(1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"x", 0)])
+    db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
+               " relevance REAL)")
+    db.executemany("INSERT INTO documents VALUES (?, 0, '', ?)", [(1, 0.8), (2, 0.3)])  # page 3: no judgement
     db.commit()
     db.close()
     store = Store(directory, warc=False)
-    rows = store.db.execute("SELECT target_id, features, learnt, copies FROM link_features ORDER BY target_id, features")
-    assert rows.fetchall() == [(10, b"menu", 1, 2), (11, b"menu", 0, 2), (11, b"x", 0, 1)]
+    rows = store.db.execute("SELECT target_id, features, learnt, copies, parent_score FROM link_features"
+                            " ORDER BY target_id, features")  # the first page seen with a link: its source's score
+    assert rows.fetchall() == [(10, b"menu", 1, 2, 0.8), (11, b"menu", 0, 2, 0.3), (11, b"x", 0, 1, 0.0)]
     with store.transaction():
         store.record_link_features([(4, 11, b"x", 0.5)])
     assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"x",)).fetchone() == (2,)

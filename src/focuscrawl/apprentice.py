@@ -20,6 +20,7 @@ meaningful across resumes; the counts are saved in it with the batch that change
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 import sqlite3
@@ -35,6 +36,8 @@ from focuscrawl.learn import ModelError
 from focuscrawl.parse import DecodeError, parse_html
 from focuscrawl.store import open_existing
 from focuscrawl.text import Analyzer, LeafTerms
+
+log = logging.getLogger(__name__)
 
 HIGH = 0.5  # the default split between 'low' and 'high' targets
 URL_WORD = re.compile(r"[a-z]{2,}")
@@ -172,14 +175,17 @@ class Apprentice:
         """Offline (§3.5), every instance at once: the blend sees the links of half the source
         pages scored by an apprentice trained on the other half, and the other way round."""
         if self.blend is not None:
+            labels = high_labels(relevance, threshold)  # as the whole set is labelled
             half = np.array([zlib.crc32(source.encode()) % 2 for source in sources], dtype=bool)
             for held_out in (half, ~half):
                 other = Apprentice(self.d_max, blend=False)
                 other.add([f for f, h in zip(features, held_out) if not h], relevance[~held_out], threshold)
                 if other.trained and held_out.any():
                     self.blend.observe(other.log_odds([f for f, h in zip(features, held_out) if h]),
-                                       parent_scores[held_out], high_labels(relevance[held_out], threshold),
-                                       np.ones(int(held_out.sum())))
+                                       parent_scores[held_out], labels[held_out], np.ones(int(held_out.sum())))
+            if not self.blend.fitted:
+                log.warning("apprentice: too few instances of both kinds to fit the blend; the apprentice alone")
+                self.blend = None
         self.add(features, relevance, threshold)
 
     @property
@@ -260,29 +266,34 @@ class Blend:
     priority: topics cluster in the link graph, which ⟨t, d⟩ alone cannot see) are weighed by a
     logistic regression fitted on instances the apprentice scored before it learnt them, so
     held out by construction. A weight that comes out negative is dropped: an apprentice no
-    better than chance leaves best-first's order. The pairs are kept as a 2-D histogram (small,
-    saved with the model, grown batch by batch)."""
+    better than chance leaves best-first's order. The instances are kept as a 2-D histogram
+    with the mean inputs of each cell (small, saved with the model, grown batch by batch), and
+    the regression is fitted on those means: the scale it is applied on."""
 
-    LOG_ODDS_BINS, LOG_ODDS_WIDTH = 40, 2.0  # -40..40
-    SCORE_BINS = 20
+    LOG_ODDS_LIMIT = 40.0  # naive Bayes is overconfident: beyond ±40 the log-odds say nothing more
+    LOG_ODDS_BINS, SCORE_BINS = 40, 20
 
     def __init__(self):
-        self.counts = np.zeros((2, self.LOG_ODDS_BINS, self.SCORE_BINS))  # label × apprentice × parent score
-        self.weights: np.ndarray | None = None  # apprentice log-odds, parent logit, intercept
+        self.counts = np.zeros((2, self.LOG_ODDS_BINS, self.SCORE_BINS))  # label × apprentice × source score
+        self.sums = np.zeros((2, *self.counts.shape))  # the two inputs summed per cell
+        self.weights: np.ndarray | None = None  # apprentice log-odds, source logit, intercept
 
     @property
     def fitted(self) -> bool:
         return self.weights is not None
 
-    def _cells(self, log_odds: np.ndarray, parent_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        half = self.LOG_ODDS_BINS * self.LOG_ODDS_WIDTH / 2
-        a = np.clip(((log_odds + half) // self.LOG_ODDS_WIDTH).astype(int), 0, self.LOG_ODDS_BINS - 1)
-        return a, np.clip((parent_scores * self.SCORE_BINS).astype(int), 0, self.SCORE_BINS - 1)
+    def _inputs(self, apprentice_log_odds: np.ndarray, parent_scores: np.ndarray) -> np.ndarray:
+        return np.stack([np.clip(apprentice_log_odds, -self.LOG_ODDS_LIMIT, self.LOG_ODDS_LIMIT), _logit(parent_scores)])
 
     def observe(self, log_odds: np.ndarray, parent_scores: np.ndarray, labels: np.ndarray, copies: np.ndarray) -> None:
         """Held-out instances: the apprentice's log-odds, the source's score, 'high' or not, copies."""
-        a, p = self._cells(log_odds, parent_scores)
+        x = self._inputs(log_odds, parent_scores)
+        a = np.minimum(((x[0] + self.LOG_ODDS_LIMIT) / (2 * self.LOG_ODDS_LIMIT) * self.LOG_ODDS_BINS).astype(int),
+                       self.LOG_ODDS_BINS - 1)
+        p = np.clip((np.asarray(parent_scores) * self.SCORE_BINS).astype(int), 0, self.SCORE_BINS - 1)
         np.add.at(self.counts, (labels, a, p), copies)
+        for i in (0, 1):
+            np.add.at(self.sums[i], (labels, a, p), x[i] * copies)
         self._fit()
 
     def _fit(self) -> None:
@@ -291,9 +302,8 @@ class Blend:
         label, a, p = np.nonzero(self.counts)
         if len(np.unique(label)) < 2:
             return
-        half = self.LOG_ODDS_BINS * self.LOG_ODDS_WIDTH / 2
-        x = np.c_[(a + 0.5) * self.LOG_ODDS_WIDTH - half, _logit((p + 0.5) / self.SCORE_BINS)]
         weight = self.counts[label, a, p]
+        x = (self.sums[:, label, a, p] / weight).T
         keep = [0, 1]
         while keep:  # refit without a weight that comes out negative
             model = LogisticRegression(C=100.0).fit(x[:, keep], label, sample_weight=weight / weight.mean())
@@ -310,8 +320,7 @@ class Blend:
         self.weights = weights
 
     def log_odds(self, apprentice_log_odds: np.ndarray, parent_scores: np.ndarray) -> np.ndarray:
-        w = self.weights
-        return w[0] * np.clip(apprentice_log_odds, -40, 40) + w[1] * _logit(parent_scores) + w[2]
+        return self.weights[:2] @ self._inputs(apprentice_log_odds, parent_scores) + self.weights[2]
 
 
 Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)

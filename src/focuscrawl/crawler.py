@@ -138,9 +138,12 @@ class Crawler:
             url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.apprentice: Apprentice | None = None
-        if config.strategy == "apprentice":  # best-first until it has learnt a batch
+        if config.strategy == "apprentice":  # best-first until it is ready
             saved = self.store.load_model("apprentice")
             self.apprentice = Apprentice.loads(saved) if saved else self.new_apprentice()
+            if (self.apprentice.blend is not None) != config.apprentice.blend:
+                log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
+                            "with" if self.apprentice.blend is not None else "without", config.apprentice.blend)
             self.term_ids = TermIds(self.store.db)
             self.analyzer = Analyzer(config.text.language, config.text.stem)
         self.critic: Critic | TaxonomyModel | None = None
@@ -524,7 +527,7 @@ class Crawler:
                                       np.array(copies))
             rescored = self._rescore_frontier() if self._rescore_due() else 0
             self.store.save_model("apprentice", self.apprentice.dumps())
-            if rescored and self.store.get_meta("apprentice_switched_in_at") is None:
+            if self.apprentice.ready and self.store.get_meta("apprentice_switched_in_at") is None:
                 self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
         if rescored:
             self.frontier.resync()

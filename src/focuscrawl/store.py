@@ -103,7 +103,7 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     features BLOB NOT NULL,  -- uint32 ids
     learnt INTEGER NOT NULL DEFAULT 0,
     copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
-    parent_score REAL NOT NULL DEFAULT 0.5  -- the best critic score of a page with them (the baseline's priority)
+    parent_score REAL NOT NULL DEFAULT 0.0  -- the best critic score of a page with them (best-first's priority)
 );
 CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
@@ -422,8 +422,12 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     """Create what is missing: a new crawl's tables, or what an earlier version did not have."""
     db.executescript(SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
-    _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
-                                               "parent_score": "REAL NOT NULL DEFAULT 0.5"})
+    added = _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
+                                                       "parent_score": "REAL NOT NULL DEFAULT 0.0"})
+    if "parent_score" in added:  # the first page seen with the link stands for its best source
+        db.execute("UPDATE link_features SET parent_score = COALESCE("
+                   "(SELECT relevance FROM documents WHERE url_id = source_id), 0.0)")
+        db.commit()
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
     db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
@@ -431,13 +435,14 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     _merge_link_feature_copies(db)
 
 
-def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
-    """Crawl databases made by an earlier version gain the columns added since."""
+def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> list[str]:
+    """Crawl databases made by an earlier version gain the columns added since (returned)."""
     present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-    for name, kind in columns.items():
-        if name not in present:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    added = [name for name in columns if name not in present]
+    for name in added:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {columns[name]}")
     db.commit()
+    return added
 
 
 def _merge_link_feature_copies(db: sqlite3.Connection) -> None:

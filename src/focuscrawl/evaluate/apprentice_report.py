@@ -6,7 +6,7 @@ from a finished crawl, re-read from its WARC archive (so any d_max can be tried)
 - Fig. 7: the same with plain text near the link (offsets dropped) instead of ⟨t, d⟩;
 - Fig. 8: the average information gain of the ⟨t, d⟩ features found at each offset d;
 - Fig. 13a: the distribution of the priorities of the URLs still queued, as best-first gives them
-  (the parent's score) and as the crawl's apprentice gives them;
+  (the parent's score) and as the crawl's apprentice gives them (blended, as the crawl used them);
 - and, beyond the paper, the weights the crawl's blend gave the apprentice and the source page's score.
 
 Instances are the links (u, v) whose both ends were fetched, labelled by the critic's score of
@@ -120,10 +120,12 @@ def _priorities(db) -> dict | None:
         return None
     baseline = [p for (p,) in db.execute(
         "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
-    links = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON"
+    links = db.execute("SELECT lf.target_id, lf.features, lf.parent_score FROM link_features lf JOIN urls u ON"
                        " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
+    blobs, parents = [blob for _, blob, _ in links], np.array([parent for _, _, parent in links])
+    scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.score(blobs)) if links else []
     best: dict[int, float] = {}
-    for (target, _), score in zip(links, apprentice.score([blob for _, blob in links]) if links else []):
+    for (target, _, _), score in zip(links, scores):
         best[target] = max(best.get(target, 0.0), float(score))
     bins = np.linspace(0, 1, 11)
     return {"bins": bins.tolist(),

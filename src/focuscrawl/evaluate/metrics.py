@@ -105,6 +105,6 @@ def loss_cuts(loss: dict[str, float], baseline: dict[str, float], reference: dic
                          "possible": 1 - best / base, "gap_closed": (base - value) / (base - best) if base > best else None}
     open_ = [t["cut"] for t in topics.values() if t["possible"] >= possible]
     closed = [t["gap_closed"] for t in topics.values() if t["possible"] < possible and t["gap_closed"] is not None]
-    return {"topics": topics,
+    return {"topics": topics, "possible_at_least": possible,
             "median_cut_where_possible": statistics.median(open_) if open_ else None, "topics_possible": len(open_),
             "median_gap_closed_elsewhere": statistics.median(closed) if closed else None}

@@ -86,8 +86,8 @@ def plot_topic_losses(results: dict, out: Path) -> Path:
     """Loss rate against pages fetched, one panel per topic (Chakrabarti Fig. 10), references dashed."""
     plt = _pyplot()
     topics = list(results["topics"])
-    columns = min(4, len(topics))
-    rows = math.ceil(len(topics) / columns)
+    columns = max(1, min(4, len(topics)))
+    rows = max(1, math.ceil(len(topics) / columns))
     figure, axes = plt.subplots(rows, columns, figsize=(3.3 * columns, 2.5 * rows), squeeze=False)
     for axis, topic in zip(axes.flat, topics):
         for name, entry in results["crawlers"].items():
@@ -119,7 +119,8 @@ def _loss_cut_lines(results: dict) -> list[str]:
     for name, cuts in results.get("loss_cuts", {}).items():
         elsewhere = cuts["median_gap_closed_elsewhere"]
         lines += ["", f"## Loss rate: {name} against {LOSS_BASELINE} ({LOSS_REFERENCE}: the most a link learner could cut)", "",
-                  f"Median cut where {LOSS_REFERENCE} shows at least 30 % possible ({cuts['topics_possible']} topics):"
+                  f"Median cut where {LOSS_REFERENCE} shows at least {cuts['possible_at_least']:.0%} possible"
+                  f" ({cuts['topics_possible']} topics):"
                   f" {percent(cuts['median_cut_where_possible'])}; median share of the gap closed on the others:"
                   f" {'—' if elsewhere is None else f'{elsewhere:+.2f}'}.", "",
                   f"| topic | loss {LOSS_BASELINE} | loss {name} | loss {LOSS_REFERENCE} | cut | possible | gap closed |",
