@@ -141,8 +141,9 @@ class Apprentice:
         return bool(np.all(self.instances > 0))
 
     def add(self, features: Links, relevance: np.ndarray, threshold: float = HIGH, copies: np.ndarray | None = None) -> None:
-        """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target at or above
-        ``threshold`` is 'high' (the crawler passes the median score, §2.3's equally probable buckets).
+        """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target above
+        ``threshold`` is 'high' (``high_labels``; the crawler passes the median score, §2.3's
+        equally probable buckets).
         ``copies``: how many links each instance stands for (the same as adding it that many times)."""
         if not len(features):
             return

@@ -294,11 +294,12 @@ class Store:
         return found
 
     def take_new_instances(self) -> list[tuple[bytes, float, int, float]]:
-        """(features, critic score of the target, copies, source's critic score) of links whose target has been judged
-        since the last call; they are marked learnt (call inside :meth:`transaction`). Two
-        watermarks in ``meta`` say what is new, so no index of unlearnt links has to be kept up
-        to date on every insert: the pages fetched since the last call (their stored links), and
-        the links stored since (to pages judged before them: a redirect re-targets its links)."""
+        """(features, critic score of the target, copies, source's critic score) of links whose
+        target has been judged since the last call; they are marked learnt (call inside
+        :meth:`transaction`). Two watermarks in ``meta`` say what is new, so no index of unlearnt
+        links has to be kept up to date on every insert: the pages fetched since the last call
+        (their stored links), and the links stored since (to pages judged before them: a redirect
+        re-targets its links)."""
         after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
         newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
                   self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
