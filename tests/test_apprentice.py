@@ -433,6 +433,9 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
                          prepare=lambda crawler: REGISTRY["recall"].prepare(crawler, None, baseline))
     (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
     assert offline_harvest > base_harvest + 0.1
+    resumed = Crawler.open(offline)  # the apprentice learnt from the baseline is saved with the crawl
+    assert resumed.apprentice.ready and resumed.apprentice.blend.fitted
+    resumed.store.close()
     assert recall_urls <= base_urls  # §3.6: only what the baseline visited
     online = idiom_crawl("apprentice", 150, batch=20, name="recall-online",
                          prepare=lambda crawler: REGISTRY["recall-online"].prepare(crawler, None, baseline))

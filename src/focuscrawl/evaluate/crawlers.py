@@ -55,6 +55,8 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
                                                          crawler.apprentice.d_max, crawler.config.apprentice.url_words)
     with closing(open_existing(baseline)) as db:
         crawler.apprentice.learn_at_once(features, scores, parents, sources, median_score(db))
+    with crawler.store.transaction():  # saved, so that a resumed crawl goes on with it
+        crawler.store.save_model("apprentice", crawler.apprentice.dumps())
 
 
 class _VisitedOnly:
