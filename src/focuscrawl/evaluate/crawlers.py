@@ -121,6 +121,9 @@ REGISTRY = {spec.name: spec for spec in [
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
+    # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
+    # (against oracle-critic: best-first with the same critic)
+    CrawlerSpec("apprentice-oracle", ONLINE, reference=True, prepare=_oracle_critic),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),
 ]}
