@@ -79,9 +79,7 @@ def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
     token = np.repeat(low, lengths) + offsets_in_window
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
-    features = ids[token] * (2 * d_max + 1) + offset + d_max
-    ends = np.cumsum(lengths).tolist()
-    return [features[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+    return _pieces(ids[token] * (2 * d_max + 1) + offset + d_max, lengths)
 
 
 def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
@@ -98,8 +96,7 @@ def url_features(urls: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
     sites above all), and it is known before the fetch; ACHE's link classifier uses it too."""
     words = [list(dict.fromkeys(URL_WORD.findall(url.partition("://")[2].partition("#")[0].lower()))) for url in urls]
     ids = np.array(term_ids([f"§url:{word}" for link in words for word in link]), dtype=np.int64) * (2 * d_max + 1) + d_max
-    ends = np.cumsum([len(link) for link in words]).tolist()
-    return [ids[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+    return _pieces(ids, [len(link) for link in words])
 
 
 def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool], term_ids,
@@ -341,9 +338,13 @@ def pack(features: list[np.ndarray]) -> list[bytes]:
     """Each link's feature ids as stored: uint32 bytes, converted in one go for the page."""
     if not features:
         return []
-    data = np.concatenate(features).astype(np.uint32).tobytes()
-    ends = (np.cumsum([len(f) for f in features]) * 4).tolist()
-    return [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+    return _pieces(np.concatenate(features).astype(np.uint32).tobytes(), [4 * len(f) for f in features])
+
+
+def _pieces(joined, lengths):
+    """``joined`` (an array or bytes) cut into consecutive pieces of the given lengths."""
+    ends = np.cumsum(lengths).tolist()
+    return [joined[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 def median_score(db: sqlite3.Connection) -> float:

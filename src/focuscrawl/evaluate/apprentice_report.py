@@ -92,16 +92,17 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
     return {int(d): float(gain[offsets == d].mean()) for d in range(-WIDEST, WIDEST + 1) if np.any(offsets == d)}
 
 
-def _saved_apprentice(db) -> Apprentice | None:
-    saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
-    return Apprentice.loads(saved[0]) if saved else None
+def _saved_apprentice_figures(directory: Path) -> tuple[dict | None, dict | None]:
+    """Fig. 13a and the blend's weights, from the apprentice saved with the crawl (loaded once)."""
+    with closing(open_existing(directory)) as db:
+        saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
+        apprentice = Apprentice.loads(saved[0]) if saved else None
+        return _priorities(db, apprentice), _blend(apprentice)
 
 
-def _blend(directory: Path) -> dict | None:
+def _blend(apprentice: Apprentice | None) -> dict | None:
     """How the crawl's blend weighs the apprentice's log-odds against the logit of the source
     page's critic score, and on how many held-out links (None: the paper's apprentice alone)."""
-    with closing(open_existing(directory)) as db:
-        apprentice = _saved_apprentice(db)
     if apprentice is None or apprentice.blend is None or not apprentice.blend.fitted:
         return None
     weights = apprentice.blend.weights
@@ -109,13 +110,7 @@ def _blend(directory: Path) -> dict | None:
             "held_out_links": float(apprentice.blend.counts.sum())}
 
 
-def _frontier_priorities(directory: Path) -> dict | None:
-    with closing(open_existing(directory)) as db:
-        return _priorities(db)
-
-
-def _priorities(db) -> dict | None:
-    apprentice = _saved_apprentice(db)
+def _priorities(db, apprentice: Apprentice | None) -> dict | None:
     if apprentice is None or not apprentice.trained:
         return None
     baseline = [p for (p,) in db.execute(
@@ -139,13 +134,14 @@ def apprentice_report(directory: Path, out: Path | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     config = load_config(directory / CONFIG_FILE)
     features, labels, held_out = _instances(directory, Analyzer(config.text.language, config.text.stem))
+    priorities, blend = _saved_apprentice_figures(directory)
     report = {
         "instances": len(labels), "median_score": float(np.median(labels)), "held_out": int(held_out.sum()),
         "accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=False) for d in range(WIDEST + 1)],
         "plain_text_accuracy_by_d_max": [_accuracy(features, labels, held_out, d, plain=True) for d in range(WIDEST + 1)],
         "information_gain_by_offset": _information_gain_by_offset(features, labels) if features else {},
-        "frontier_priorities": _frontier_priorities(directory),
-        "blend": _blend(directory),
+        "frontier_priorities": priorities,
+        "blend": blend,
     } if len(labels) and held_out.any() and (~held_out).any() else {"instances": len(labels)}
     (out / "apprentice-report.json").write_text(json.dumps(report, indent=1))
     if "accuracy_by_d_max" in report:
