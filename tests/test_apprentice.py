@@ -163,6 +163,23 @@ def test_offline_the_blend_is_cross_fitted_by_source_page_or_left_out():
     assert alone.blend is None and alone.ready  # one source page cannot be split: the paper's apprentice
 
 
+def test_a_saved_apprentice_loads_the_same_and_its_counts_are_saved_sparse():
+    rng = np.random.default_rng(5)
+    apprentice = Apprentice()
+    apprentice.learn(*random_instances(rng, 40), parent_scores=rng.random(40))
+    apprentice.learn(*random_instances(rng, 40), parent_scores=rng.random(40))
+    apprentice.counts = np.pad(apprentice.counts, ((0, 0), (0, 100000)))  # ids of ⟨t, d⟩ not learnt yet
+    data = apprentice.dumps()
+    assert len(data) < apprentice.counts.nbytes / 10
+    loaded = Apprentice.loads(data)
+    np.testing.assert_array_equal(loaded.counts, apprentice.counts)
+    features, parents = random_instances(rng, 10)[0], rng.random(10)
+    np.testing.assert_allclose(loaded.priority(features, parents), apprentice.priority(features, parents))
+    dense = Apprentice.__new__(Apprentice)  # as saved before the counts were saved sparse
+    dense.__setstate__({k: v for k, v in apprentice.__dict__.items() if k != "_weights"})
+    np.testing.assert_allclose(dense.priority(features, parents), apprentice.priority(features, parents))
+
+
 def test_an_apprentice_saved_before_blends_loads_as_the_papers():
     state = Apprentice().__getstate__()
     del state["blend"]

@@ -130,8 +130,22 @@ class Apprentice:
         self.split = HIGH  # the bucket boundary of the latest batch
         self.blend = Blend() if blend else None
 
+    def __getstate__(self) -> dict:
+        """Without the cached weights, and the counts sparse: most ⟨t, d⟩ are never seen with one
+        of the labels, and the model is saved after every batch (dense, 8.7 MB on a 2 000-page
+        crawl, whose every save went through the database's journal)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_weights", "counts")}
+        nonzero = np.flatnonzero(self.counts).astype(np.int32)
+        state["sparse_counts"] = (self.counts.shape, nonzero, self.counts.ravel()[nonzero])
+        return state
+
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update({"blend": None, **state})  # saved before blends existed: the paper's apprentice
+        state = {"blend": None, **state}  # saved before blends existed: the paper's apprentice
+        if "sparse_counts" in state:  # saved dense before
+            shape, nonzero, values = state.pop("sparse_counts")
+            state["counts"] = np.zeros(shape)
+            state["counts"].ravel()[nonzero] = values
+        self.__dict__.update(state)
 
     @property
     def trained(self) -> bool:
@@ -221,9 +235,6 @@ class Apprentice:
         evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths),
                                weights[np.minimum(columns, len(weights) - 1)], minlength=len(lengths))
         return evidence + np.log(self.instances[1] / self.instances[0])
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_weights"}
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
