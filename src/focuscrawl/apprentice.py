@@ -53,12 +53,14 @@ class TermIds:
         self.next_id = max(self.ids.values(), default=-1) + 1
 
     def __call__(self, terms: list[str]) -> list[int]:
-        new = [t for t in dict.fromkeys(terms) if t not in self.ids]
-        if new:
+        ids = list(map(self.ids.get, terms))  # one lookup per term in C: most pages bring no new term
+        if None in ids:
+            new = [t for t in dict.fromkeys(terms) if t not in self.ids]
             start, self.next_id = self.next_id, self.next_id + len(new)
             self.ids.update((t, start + i) for i, t in enumerate(new))
             self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", [(t, self.ids[t]) for t in new])
-        return [self.ids[t] for t in terms]
+            ids = list(map(self.ids.__getitem__, terms))
+        return ids
 
 
 def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
