@@ -74,6 +74,17 @@ def test_platt_svm_probabilities_sum_to_one_and_rise_with_the_decision_function(
     np.testing.assert_array_equal(svm.predict(grid[[0, -1]]), [0, 1])
 
 
+@pytest.mark.parametrize("kernel", ["linear", "poly"])
+def test_a_platt_svm_pickled_before_its_plain_arrays_were_kept_scores_the_same(kernel):
+    X, y = separable_data()
+    svm = PlattSVM(kernel=kernel, degree=2).fit(X, y)
+    state = {k: v for k, v in svm.__getstate__().items()
+             if k not in ("weights_", "support_vectors_", "dual_coef_", "intercept_")}
+    old = PlattSVM.__new__(PlattSVM)
+    old.__setstate__(state)
+    np.testing.assert_allclose(old.predict_proba(X), svm.predict_proba(X))
+
+
 def test_platt_svm_with_few_examples_fits_sigmoid_on_training_outputs():
     X, y = separable_data()
     few = np.r_[0:4, 12:16]

@@ -240,8 +240,16 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
         else:
             scores = None
         self.svm_ = svm.fit(X, y)
-        # g(x) = Σ α_i y_i K(s_i, x) + b kept as plain arrays, so scoring one page is one product:
-        # w·x for the linear kernel (w dense), (S·x)^p for Weka's polynomial (x·y)^p
+        self._keep_plain_arrays()
+        positive = y == self.classes_[1]
+        self.sigmoid_ = platt_sigmoid(scores, positive) if scores is not None else (0.0, 0.0)
+        if self.sigmoid_[0] >= 0:  # no cross-validation, or folds too small to rank: an inverted or flat fit
+            self.sigmoid_ = platt_sigmoid(self.decision_function(X), positive)
+        return self
+
+    def _keep_plain_arrays(self) -> None:
+        """g(x) = Σ α_i y_i K(s_i, x) + b kept as plain arrays, so scoring one page is one product:
+        w·x for the linear kernel (w dense), (S·x)^p for Weka's polynomial (x·y)^p."""
         if self.kernel == "linear":
             coef = self.svm_.coef_
             self.weights_ = np.asarray(coef.todense() if sparse.issparse(coef) else coef).ravel()
@@ -250,11 +258,11 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
             self.dual_coef_ = np.asarray(self.svm_.dual_coef_.todense() if sparse.issparse(self.svm_.dual_coef_)
                                          else self.svm_.dual_coef_).ravel()
         self.intercept_ = float(self.svm_.intercept_[0])
-        positive = y == self.classes_[1]
-        self.sigmoid_ = platt_sigmoid(scores, positive) if scores is not None else (0.0, 0.0)
-        if self.sigmoid_[0] >= 0:  # no cross-validation, or folds too small to rank: an inverted or flat fit
-            self.sigmoid_ = platt_sigmoid(self.decision_function(X), positive)
-        return self
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "svm_" in state and "weights_" not in state and "dual_coef_" not in state:  # pickled before they were kept
+            self._keep_plain_arrays()
 
     def decision_function(self, X) -> np.ndarray:
         if self.kernel == "linear":
