@@ -138,7 +138,7 @@ class Apprentice(_Section):
     class_features: bool = Field(False, description="add the critic's class of the page and its prefixes (§3.8)")
     cocitation: bool = Field(False, description="add <HIGH|LOW, d> of nearby links to judged pages (§2.2.3)")
     url_words: bool = Field(False, description="add the words of the target URL as <§url:word, 0> (beyond the paper)")
-    rescore_growth: float = Field(0.25, ge=0, description="re-score the frontier when the apprentice has learnt this"
+    rescore_growth: float = Field(1.0, ge=0, description="re-score the frontier when the apprentice has learnt this"
                                                           " share more instances than at the last re-scoring (0: every batch)")
     blend: bool = Field(True, description="weigh the apprentice against the source page's critic score, as learnt"
                                           " on held-out instances (off: the paper's apprentice alone)")

@@ -540,9 +540,10 @@ class Crawler:
 
     def _rescore_due(self) -> bool:
         """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
-        instances than at the last re-scoring: the early batches, which change it most, are all
-        used, and re-scoring costs a few passes over the final frontier in all, not one per batch
-        (the frontier grows with the crawl). Links found meanwhile get the current model's score."""
+        instances than at the last re-scoring (by default, twice as many): the early batches,
+        which change it most, still each re-score, and re-scoring costs about two passes over the
+        final frontier in all (a geometric series), not one per batch (the frontier grows with the
+        crawl). Links found meanwhile get the current model's score."""
         if not self.apprentice.ready:
             return False
         learnt = float(self.apprentice.instances.sum())
