@@ -55,7 +55,7 @@ class TermIds:
     def __call__(self, terms: list[str]) -> list[int]:
         ids = list(map(self.ids.get, terms))  # one lookup per term in C: most pages bring no new term
         if None in ids:
-            new = [t for t in dict.fromkeys(terms) if t not in self.ids]
+            new = list(dict.fromkeys(t for t, i in zip(terms, ids) if i is None))  # the lookups already made
             start, self.next_id = self.next_id, self.next_id + len(new)
             self.ids.update((t, start + i) for i, t in enumerate(new))
             self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", [(t, self.ids[t]) for t in new])
