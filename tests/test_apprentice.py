@@ -459,6 +459,22 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     assert harvest_of(online)[1] == base_urls  # the same pages, in its own order
 
 
+def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_baseline(idiom_crawl):
+    from focuscrawl.apprentice import crawl_instances
+    from focuscrawl.evaluate.crawlers import REGISTRY
+    from focuscrawl.text import Analyzer
+
+    baseline = idiom_crawl("best-first", 60, batch=60)
+    chess = lambda url: "/c" in url  # noqa: E731 - the idiom site's ground truth
+    judged, scores, _, _ = crawl_instances(baseline, Analyzer(), Vocabulary(), 5)
+    told, truth, sources, _ = crawl_instances(baseline, Analyzer(), Vocabulary(), 5, label=lambda u: float(chess(u)))
+    assert len(told) > len(judged)  # links to pages the baseline never fetched are instances too
+    assert set(truth) == {0.0, 1.0} and set(scores) != {0.0, 1.0}  # the truth, not the critic's scores
+    hindsight = idiom_crawl("apprentice", 150, batch=10**9, name="hindsight",
+                            prepare=lambda crawler: REGISTRY["apprentice-hindsight"].prepare(crawler, chess, baseline))
+    assert harvest_of(hindsight)[0] > harvest_of(idiom_crawl("best-first", 150, batch=60, name="bf150"))[0] + 0.1
+
+
 def test_class_features_name_the_class_and_all_its_prefixes():
     vocabulary = Vocabulary()
     from focuscrawl.apprentice import class_features

@@ -25,6 +25,7 @@ import pickle
 import re
 import sqlite3
 import zlib
+from collections.abc import Callable
 from contextlib import closing
 
 from pathlib import Path
@@ -370,11 +371,13 @@ def median_score(db: sqlite3.Connection) -> float:
     return float(row[0])
 
 
-def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, url_words: bool = False
-                    ) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
+def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, url_words: bool = False,
+                    label: Callable[[str], float] | None = None) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
     features of every link (u, v) whose both ends were judged (⟨t, d⟩, and the words of v's URL
-    if asked), the critic's score of v, u, and the critic's score of u."""
+    if asked), the critic's score of v, u, and the critic's score of u. With ``label`` (a
+    reference that knows every page's class), every link out of a judged page is an instance
+    and v's score is ``label(v)``."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
         relevance = dict(db.execute(
             "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
@@ -394,13 +397,13 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
                     page = parse_html(record.content_stream().read(), url)
                 except DecodeError:
                     continue
-                links = [link for link in page.links if link.url in relevance and link.url != url]
+                links = [link for link in page.links if (label or link.url in relevance) and link.url != url]
                 found = link_features(analyzer.leaf_terms(page.leaves),
                                       [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
                 if url_words:
                     found = [np.concatenate([f, w]) for f, w in zip(found, url_features(
                         [link.url for link in links], term_ids, d_max))]
                 features += found
-                labels += [relevance[link.url] for link in links]
+                labels += [label(link.url) if label else relevance[link.url] for link in links]
                 sources += [url] * len(links)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

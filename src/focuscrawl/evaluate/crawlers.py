@@ -48,11 +48,13 @@ def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
     crawler.priority = priority
 
 
-def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path) -> None:
+def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path, hindsight: bool = False) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
+    label = (lambda url: 1.0 if is_relevant(url) else 0.0) if hindsight else None
     features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
-                                                         crawler.apprentice.d_max, crawler.config.apprentice.url_words)
+                                                         crawler.apprentice.d_max, crawler.config.apprentice.url_words,
+                                                         label)
     with closing(open_existing(baseline)) as db:
         crawler.apprentice.learn_at_once(features, scores, parents, sources, median_score(db))
     with crawler.store.transaction():  # saved, so that a resumed crawl goes on with it
@@ -75,6 +77,13 @@ def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
         visited = {url for (url,) in db.execute(
             "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
     crawler.rules = _VisitedOnly(crawler.rules, visited)
+
+
+def _apprentice_hindsight(crawler: Crawler, is_relevant, baseline: Path) -> None:
+    """The offline apprentice taught the truth about every link out of the baseline's pages,
+    fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
+    limit (the critic's errors and the online apprentice's few early instances are gone)."""
+    _apprentice_offline(crawler, is_relevant, baseline, hindsight=True)
 
 
 def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
@@ -113,6 +122,9 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("recall-online", ONLINE, prepare=_baseline_pages_only, baseline="best-first-svm"),
     CrawlerSpec("apprentice-offline", OFFLINE, prepare=_apprentice_offline, baseline="best-first-svm"),
     CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
+    # the offline apprentice with the true class of every link target: how far the features can go
+    CrawlerSpec("apprentice-hindsight", OFFLINE, reference=True, prepare=_apprentice_hindsight,
+                baseline="best-first-svm"),
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
     CrawlerSpec("bingo-guarded", BINGO_GUARDED),

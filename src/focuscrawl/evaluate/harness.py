@@ -340,7 +340,7 @@ def _aggregate(results: dict) -> None:
     if baseline and reference:
         loss_of = lambda entry: {t: entry["topics"][t]["loss_rate"] for t in topic_names if t in entry["topics"]}  # noqa: E731
         results["loss_cuts"] = {name: metrics.loss_cuts(loss_of(entry), loss_of(baseline), loss_of(reference))
-                                for name, entry in crawlers.items() if not entry["reference"] and name != LOSS_BASELINE}
+                                for name, entry in crawlers.items() if name not in (LOSS_BASELINE, LOSS_REFERENCE)}
     results["overlap"] = {
         f"{a} & {b}": metrics.mean_stderr([metrics.overlap(set(crawlers[a]["topics"][t]["urls"]),
                                                            set(crawlers[b]["topics"][t]["urls"])) for t in topic_names])[0]
