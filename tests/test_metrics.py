@@ -34,6 +34,13 @@ def test_estimated_harvest_is_the_mean_critic_score_of_scored_pages():
     assert points[-1]["estimated_harvest"] == pytest.approx(0.5)
 
 
+def test_critic_labels_are_right_where_the_score_above_the_crawls_median_matches_the_truth():
+    # scores sorted 0.1 0.2 0.6 0.8 0.9: median 0.6, so 0.8 and 0.9 are 'high'; the unscored page is left out
+    pages = sequence("101100", scores=[0.9, 0.2, 0.6, 0.8, 0.1, None])
+    assert metrics.critic_labels_right(pages) == pytest.approx(4 / 5)  # the relevant page at 0.6 is labelled low
+    assert metrics.critic_labels_right(sequence("10", scores=[None, None])) is None
+
+
 def test_no_targets_gives_no_recall_rather_than_a_division_by_zero():
     assert curve(sequence("11"), targets=0)[-1]["target_recall"] is None
 

@@ -138,6 +138,8 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert set(results["loss_cuts"]) == {"bfs"}
     report = write_report(results, tmp_path).read_text()
     assert "## Loss rate: bfs against best-first-svm" in report and (tmp_path / "loss_by_topic.png").exists()
+    assert 0 < results["crawlers"]["bfs"]["topics"][topic]["critic_labels_right"] <= 1  # the table's last column
+    assert "| critic's labels right |" in report
 
 
 def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):

@@ -305,6 +305,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
         averaged.append(point)
     last = averaged[-1] if averaged else {}
     pages = runs[0][0]
+    right = [r for r in (metrics.critic_labels_right(run) for run, _ in runs) if r is not None]
     return {
         "harvest_rate": last.get("harvest_rate"),
         "loss_rate": last.get("loss_rate"),
@@ -313,6 +314,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
         "judged_harvest": last.get("judged_harvest"),
         "pages": last.get("pages", 0),
         "pages_per_second": round(sum(rate for _, rate in runs) / len(runs), 1),
+        "critic_labels_right": sum(right) / len(right) if right else None,
         "curve": averaged,
         "urls": [p.url for p in pages],
         "scores": [round(p.score, 4) for p in pages if p.score is not None],

@@ -7,7 +7,9 @@ For a crawl that fetched pages u_1 … u_t (HTML pages, in fetch order):
 - estimated harvest (1/t) Σ Pr(c | u_i), the critic's own view (Chakrabarti Fig. 10);
 - target recall |targets among u_1..u_t| / |targets| (Pant §6);
 - judged harvest: the share a jury of evaluation classifiers calls relevant (Pant §6), the
-  measure for webs without labels.
+  measure for webs without labels;
+- critic's labels right: the share of pages whose apprentice label (the critic's score above
+  the crawl's median: 'high') is the truth, the most an apprentice learning them could get right.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
+
+from focuscrawl.apprentice import high_labels
 
 
 @dataclass
@@ -81,6 +86,17 @@ def paired_greater(a: list[float], b: list[float]) -> float | None:
         return None
     xs, ys = zip(*pairs)
     return float(stats.ttest_rel(xs, ys, alternative="greater").pvalue)
+
+
+def critic_labels_right(pages: list[Fetched]) -> float | None:
+    """The share of the judged pages whose label as the apprentice learns it (Chakrabarti §2.3:
+    'high' above the median critic score, as ``median_score`` takes it) is the ground truth."""
+    scored = [p for p in pages if p.score is not None]
+    if not scored:
+        return None
+    scores = np.array([p.score for p in scored])
+    labels = high_labels(scores, float(np.sort(scores)[len(scores) // 2]))
+    return float(np.mean(labels == np.array([p.relevant for p in scored])))
 
 
 def overlap(a: set[str], b: set[str]) -> float | None:

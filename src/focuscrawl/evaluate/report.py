@@ -123,12 +123,16 @@ def _loss_cut_lines(results: dict) -> list[str]:
                   f" ({cuts['topics_possible']} topics):"
                   f" {percent(cuts['median_cut_where_possible'])}; median share of the gap closed on the others:"
                   f" {'—' if elsewhere is None else f'{elsewhere:+.2f}'}.", "",
-                  f"| topic | loss {LOSS_BASELINE} | loss {name} | loss {LOSS_REFERENCE} | cut | possible | gap closed |",
-                  "|---|---|---|---|---|---|---|"]
+                  f"The last column: the share of {name}'s pages whose label as an apprentice learns it (the"
+                  f" critic's score above the crawl's median) is the truth.", "",
+                  f"| topic | loss {LOSS_BASELINE} | loss {name} | loss {LOSS_REFERENCE} | cut | possible | gap closed"
+                  f" | critic's labels right |",
+                  "|---|---|---|---|---|---|---|---|"]
         for topic, t in cuts["topics"].items():
             gap = "—" if t["gap_closed"] is None else f"{t['gap_closed']:+.2f}"
+            right = results["crawlers"][name]["topics"][topic].get("critic_labels_right")
             lines.append(f"| {topic} | {t['baseline']:.3f} | {t['loss']:.3f} | {t['reference']:.3f} | {percent(t['cut'])}"
-                         f" | {percent(t['possible'])} | {gap} |")
+                         f" | {percent(t['possible'])} | {gap} | {'—' if right is None else f'{right:.0%}'} |")
     return lines
 
 
