@@ -213,27 +213,27 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
         judged(store, 10, 0.9)
         judged(store, 13, 0.5)  # a page no stored link leads to
     with store.transaction():
-        assert store.take_new_instances() == [(b"a", 0.9, 2, 0.5)]
+        assert store.take_new_instances() == [(b"a", 0.9, 2, 0.5, 10)]
         assert store.take_new_instances() == []
         store.record_link_features([(3, 11, b"d", 0.5)])
         judged(store, 11, 0.2)
     store.close()
     store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
     with store.transaction():
-        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1, 0.5), (b"d", 0.2, 1, 0.5)]
+        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1, 0.5, 11), (b"d", 0.2, 1, 0.5, 11)]
         assert store.take_new_instances() == []
     with store.transaction():  # page 12 only redirects to page 10, judged long ago: its links lead there
         judged(store, 12, None)
         store.retarget_link_features(12, 10)
-        assert store.take_new_instances() == [(b"c", 0.9, 1, 0.5)]
+        assert store.take_new_instances() == [(b"c", 0.9, 1, 0.5, 10)]
     with store.transaction():  # a failed training leaves the links to learn for the next one
         store.record_link_features([(4, 14, b"e", 0.5)])
         judged(store, 14, 0.7)
     with pytest.raises(RuntimeError), store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5)]
+        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5, 14)]
         raise RuntimeError("the apprentice failed")
     with store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5)]
+        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5, 14)]
     learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
     assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
     store.close()
@@ -457,6 +457,20 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     online = idiom_crawl("apprentice", 150, batch=20, name="recall-online",
                          prepare=lambda crawler: REGISTRY["recall-online"].prepare(crawler, None, baseline))
     assert harvest_of(online)[1] == base_urls  # the same pages, in its own order
+
+
+def test_the_truth_apprentice_learns_the_labels_it_is_given_not_the_critics(idiom_crawl):
+    from focuscrawl.evaluate.crawlers import REGISTRY
+
+    not_chess = lambda url: "/c" not in url  # noqa: E731 - the opposite of what the critic was taught
+    crawl = idiom_crawl("apprentice", 150, batch=60, name="truth",
+                        prepare=lambda crawler: REGISTRY["apprentice-truth"].prepare(crawler, not_chess))
+    resumed = Crawler.open(crawl)
+    learnt = resumed.store.db.execute("SELECT u.url, lf.copies FROM link_features lf JOIN urls u ON u.id = lf.target_id"
+                                      " WHERE lf.learnt = 1").fetchall()
+    high = sum(copies for url, copies in learnt if not_chess(url))
+    assert high > 0 and list(resumed.apprentice.instances) == [sum(c for _, c in learnt) - high, high]
+    resumed.store.close()
 
 
 def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_baseline(idiom_crawl):

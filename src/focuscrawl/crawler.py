@@ -16,6 +16,7 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,8 @@ class Crawler:
                             "with" if self.apprentice.blend is not None else "without", config.apprentice.blend)
             self.term_ids = TermIds(self.store.db)
             self.analyzer = Analyzer(config.text.language, config.text.stem)
+        # a target URL's label for the apprentice instead of the critic's score (eval's reference with the truth)
+        self.instance_label: Callable[[str], float] | None = None
         self.critic: Critic | TaxonomyModel | None = None
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []
@@ -522,7 +525,10 @@ class Crawler:
         with gc_paused(), self.store.transaction():
             instances = self.store.take_new_instances()
             if instances:
-                blobs, relevance, copies, parents = zip(*instances)
+                blobs, relevance, copies, parents, targets = zip(*instances)
+                if self.instance_label is not None:
+                    urls = self.store.urls_of(list(set(targets)))
+                    relevance = [self.instance_label(urls[target]) for target in targets]
                 self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
                                       np.array(copies))
             rescored = self._rescore_frontier() if self._rescore_due() else 0

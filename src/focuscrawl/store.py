@@ -293,9 +293,9 @@ class Store:
                 f" WHERE d.relevance IS NOT NULL AND u.url IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float]]:
-        """(features, critic score of the target, copies, source's critic score) of links whose
-        target has been judged since the last call; they are marked learnt (call inside
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
+        """(features, critic score of the target, copies, source's critic score, target id) of links
+        whose target has been judged since the last call; they are marked learnt (call inside
         :meth:`transaction`). Two watermarks in ``meta`` say what is new, so no index of unlearnt
         links has to be kept up to date on every insert: the pages fetched since the last call
         (their stored links), and the links stored since (to pages judged before them: a redirect
@@ -304,17 +304,24 @@ class Store:
         newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
                   self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
         rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
-            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score FROM fetches f"
+            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM fetches f"
             " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
             " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
             " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
-            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score FROM link_features lf"
+            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM link_features lf"
             " CROSS JOIN documents d ON d.url_id = lf.target_id"
             " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
             (after[0], newest[0], after[1], newest[1])).fetchall()
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
         self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
         return [row[1:] for row in rows]
+
+    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            found.update(self.db.execute(f"SELECT id, url FROM urls WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
 
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""

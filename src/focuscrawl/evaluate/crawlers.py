@@ -79,6 +79,12 @@ def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
     crawler.rules = _VisitedOnly(crawler.rules, visited)
 
 
+def _truth_labels(crawler: Crawler, is_relevant, baseline=None) -> None:
+    """The apprentice's instances labelled by the truth of their targets; the SVM critic still
+    judges the pages (best-first before the switch-in, the blend's source scores)."""
+    crawler.instance_label = lambda url: 1.0 if is_relevant(url) else 0.0
+
+
 def _apprentice_hindsight(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """The offline apprentice taught the truth about every link out of the baseline's pages,
     fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
@@ -122,6 +128,8 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("recall-online", ONLINE, prepare=_baseline_pages_only, baseline="best-first-svm"),
     CrawlerSpec("apprentice-offline", OFFLINE, prepare=_apprentice_offline, baseline="best-first-svm"),
     CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
+    # the online apprentice learning true labels, else the same: what the critic's errors cost it
+    CrawlerSpec("apprentice-truth", ONLINE, reference=True, prepare=_truth_labels),
     # the offline apprentice with the true class of every link target: how far the features can go
     CrawlerSpec("apprentice-hindsight", OFFLINE, reference=True, prepare=_apprentice_hindsight,
                 baseline="best-first-svm"),
