@@ -527,7 +527,7 @@ class Crawler:
             if instances:
                 blobs, relevance, copies, parents, targets = zip(*instances)
                 if self.instance_label is not None:
-                    urls = self.store.urls_of(list(set(targets)))
+                    urls = self.store.urls_of(list(targets))
                     relevance = [self.instance_label(urls[target]) for target in targets]
                 self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
                                       np.array(copies))

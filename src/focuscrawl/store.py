@@ -273,25 +273,27 @@ class Store:
         """The sum of the critic's scores and the number of pages scored (the harvest rate's terms)."""
         return self.db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
 
+    def _pairs_for(self, query: str, keys: list) -> dict:
+        """The (key, value) rows of ``query`` for many keys: its ``IN ({})`` filled 500 at a time
+        (SQLite's limit on parameters)."""
+        found = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            found.update(self.db.execute(query.format(",".join("?" * len(chunk))), chunk))
+        return found
+
     def texts_of(self, url_ids: list[int]) -> dict[int, str]:
         """The stored text of those pages that have one."""
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            found.update(self.db.execute(f"SELECT url_id, text FROM documents WHERE text != '' AND url_id IN"
-                                         f" ({','.join('?' * len(chunk))})", chunk))
-        return found
+        return self._pairs_for("SELECT url_id, text FROM documents WHERE text != '' AND url_id IN ({})", url_ids)
 
     def relevance_of(self, urls: list[str]) -> dict[str, float]:
         """The critic's score of those URLs already judged."""
-        found = {}
-        unique = list(dict.fromkeys(urls))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start:start + 500]
-            found.update(self.db.execute(
-                "SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
-                f" WHERE d.relevance IS NOT NULL AND u.url IN ({','.join('?' * len(chunk))})", chunk))
-        return found
+        return self._pairs_for("SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
+                               " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls)
+
+    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        return self._pairs_for("SELECT id, url FROM urls WHERE id IN ({})", url_ids)
 
     def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
         """(features, critic score of the target, copies, source's critic score, target id) of links
@@ -315,13 +317,6 @@ class Store:
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
         self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
         return [row[1:] for row in rows]
-
-    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            found.update(self.db.execute(f"SELECT id, url FROM urls WHERE id IN ({','.join('?' * len(chunk))})", chunk))
-        return found
 
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""

@@ -51,7 +51,7 @@ def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
 def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path, hindsight: bool = False) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more."""
-    label = (lambda url: 1.0 if is_relevant(url) else 0.0) if hindsight else None
+    label = _truth(is_relevant) if hindsight else None
     features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
                                                          crawler.apprentice.d_max, crawler.config.apprentice.url_words,
                                                          label)
@@ -82,7 +82,12 @@ def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
 def _truth_labels(crawler: Crawler, is_relevant, baseline=None) -> None:
     """The apprentice's instances labelled by the truth of their targets; the SVM critic still
     judges the pages (best-first before the switch-in, the blend's source scores)."""
-    crawler.instance_label = lambda url: 1.0 if is_relevant(url) else 0.0
+    crawler.instance_label = _truth(is_relevant)
+
+
+def _truth(is_relevant: Callable[[str], bool]) -> Callable[[str], float]:
+    """A link target's label from the ground truth: 1 relevant, 0 not."""
+    return lambda url: 1.0 if is_relevant(url) else 0.0
 
 
 def _apprentice_hindsight(crawler: Crawler, is_relevant, baseline: Path) -> None:
