@@ -383,6 +383,7 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
             "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
             " UNION ALL SELECT f.final_url, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
             " WHERE d.relevance IS NOT NULL"))
+    score_of_target = label or relevance.__getitem__
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []
@@ -397,13 +398,13 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
                     page = parse_html(record.content_stream().read(), url)
                 except DecodeError:
                     continue
-                links = [link for link in page.links if (label or link.url in relevance) and link.url != url]
+                links = [link for link in page.links if (label is not None or link.url in relevance) and link.url != url]
                 found = link_features(analyzer.leaf_terms(page.leaves),
                                       [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
                 if url_words:
                     found = [np.concatenate([f, w]) for f, w in zip(found, url_features(
                         [link.url for link in links], term_ids, d_max))]
                 features += found
-                labels += [label(link.url) if label else relevance[link.url] for link in links]
+                labels += [score_of_target(link.url) for link in links]
                 sources += [url] * len(links)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

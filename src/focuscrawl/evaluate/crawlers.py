@@ -48,10 +48,10 @@ def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
     crawler.priority = priority
 
 
-def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path, hindsight: bool = False) -> None:
+def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path,
+                        label: Callable[[str], float] | None = None) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
-    from the same seeds without learning more."""
-    label = _truth(is_relevant) if hindsight else None
+    from the same seeds without learning more (``label``: see ``crawl_instances``)."""
     features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
                                                          crawler.apprentice.d_max, crawler.config.apprentice.url_words,
                                                          label)
@@ -94,7 +94,7 @@ def _apprentice_hindsight(crawler: Crawler, is_relevant, baseline: Path) -> None
     """The offline apprentice taught the truth about every link out of the baseline's pages,
     fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
     limit (the critic's errors and the online apprentice's few early instances are gone)."""
-    _apprentice_offline(crawler, is_relevant, baseline, hindsight=True)
+    _apprentice_offline(crawler, is_relevant, baseline, _truth(is_relevant))
 
 
 def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
