@@ -112,3 +112,27 @@ def test_loss_cuts_against_the_baseline_with_the_oracles_possible_cut():
     assert cuts["topics"]["c"]["gap_closed"] is None  # no gap to close
     assert cuts["median_cut_where_possible"] == pytest.approx(0.5) and cuts["topics_possible"] == 1
     assert cuts["median_gap_closed_elsewhere"] == pytest.approx(0.4)
+
+
+def test_each_crawlers_loss_cut_is_against_best_first_with_its_own_critic():
+    from focuscrawl.evaluate.harness import _aggregate
+    from focuscrawl.evaluate.report import _loss_cut_lines
+
+    def entry(loss: float) -> dict:
+        point = {"harvest_rate": 1 - loss, "loss_rate": loss, "target_recall": 0.1, "estimated_harvest": 0.5,
+                 "judged_harvest": 0.5, "pages": 100, "pages_per_second": 10.0, "top100_precision": 0.5,
+                 "urls": ["http://t/1"]}
+        return {"topics": {"a": point}}
+
+    losses = {"best-first-svm": 0.6, "apprentice-online": 0.45, "oracle-critic": 0.4, "apprentice-oracle": 0.3,
+              "oracle-link": 0.2}
+    results = {"topics": {"a": {}}, "crawlers": {name: entry(loss) for name, loss in losses.items()}}
+    _aggregate(results)
+    cuts = results["loss_cuts"]
+    assert cuts["apprentice-online"]["against"] == "best-first-svm"
+    assert cuts["apprentice-online"]["topics"]["a"]["cut"] == pytest.approx(1 - 0.45 / 0.6)
+    assert cuts["apprentice-oracle"]["against"] == "oracle-critic"  # the perfect critic's best-first, not the SVM's
+    assert cuts["apprentice-oracle"]["topics"]["a"]["cut"] == pytest.approx(1 - 0.3 / 0.4)
+    assert cuts["apprentice-oracle"]["topics"]["a"]["possible"] == pytest.approx(1 - 0.2 / 0.4)
+    assert "best-first-svm" not in cuts and "oracle-link" not in cuts
+    assert "## Loss rate: apprentice-oracle against oracle-critic (oracle-link" in "\n".join(_loss_cut_lines(results))

@@ -23,6 +23,8 @@ class CrawlerSpec:
     # prepare(crawler, is_relevant(url), the baseline's crawl of the same topic or None)
     prepare: Callable[[Crawler, Callable[[str], bool], Path | None], None] | None = None
     baseline: str | None = None  # a crawler whose crawl of the topic this one learns from (run first)
+    # best-first with this crawler's critic: its loss cut is measured against that crawler
+    same_critic: str = "best-first-svm"
 
 
 class OracleCritic:
@@ -147,8 +149,7 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
-    # (against oracle-critic: best-first with the same critic)
-    CrawlerSpec("apprentice-oracle", ONLINE, reference=True, prepare=_oracle_critic),
+    CrawlerSpec("apprentice-oracle", ONLINE, reference=True, prepare=_oracle_critic, same_critic="oracle-critic"),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
                 prepare=_oracle_link),
 ]}

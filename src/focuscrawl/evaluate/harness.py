@@ -30,9 +30,9 @@ from focuscrawl.topics import read_file_text
 
 
 TOP_PAGES = 100  # the precision of a crawl's best pages by its critic (BINGO! Table 2.3)
-# Chakrabarti's loss-rate comparison: against best-first with the same (SVM) critic, with
-# oracle-link (the true relevance of every link's target) as the most a link learner could cut
-LOSS_BASELINE, LOSS_REFERENCE = "best-first-svm", "oracle-link"
+# Chakrabarti's loss-rate comparison: against best-first with the same critic (``CrawlerSpec.same_critic``),
+# with oracle-link (the true relevance of every link's target) as the most a link learner could cut
+LOSS_REFERENCE = "oracle-link"
 
 
 class EvalInterrupted(Exception):
@@ -323,7 +323,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
 
 def _aggregate(results: dict) -> None:
     """Means ± standard errors over topics, paired t-tests, URL overlap between crawlers, and
-    each crawler's loss-rate cut against best-first (when oracle-link ran too)."""
+    each crawler's loss-rate cut against best-first with its critic (when both ran, and oracle-link)."""
     crawlers = results["crawlers"]
     topic_names = list(results["topics"])
     for entry in crawlers.values():
@@ -338,11 +338,15 @@ def _aggregate(results: dict) -> None:
                        for key in ("harvest_rate", "target_recall")}
         for a in names for b in names if a != b
     }
-    baseline, reference = crawlers.get(LOSS_BASELINE), crawlers.get(LOSS_REFERENCE)
-    if baseline and reference:
+    reference = crawlers.get(LOSS_REFERENCE)
+    if reference:
         loss_of = lambda entry: {t: entry["topics"][t]["loss_rate"] for t in topic_names if t in entry["topics"]}  # noqa: E731
-        results["loss_cuts"] = {name: metrics.loss_cuts(loss_of(entry), loss_of(baseline), loss_of(reference))
-                                for name, entry in crawlers.items() if name not in (LOSS_BASELINE, LOSS_REFERENCE)}
+        against = {name: REGISTRY[name].same_critic for name in crawlers if name in REGISTRY}
+        results["loss_cuts"] = {
+            name: {"against": baseline, **metrics.loss_cuts(loss_of(crawlers[name]), loss_of(crawlers[baseline]),
+                                                            loss_of(reference))}
+            for name, baseline in against.items()
+            if baseline in crawlers and name not in (baseline, LOSS_REFERENCE)}
     results["overlap"] = {
         f"{a} & {b}": metrics.mean_stderr([metrics.overlap(set(crawlers[a]["topics"][t]["urls"]),
                                                            set(crawlers[b]["topics"][t]["urls"])) for t in topic_names])[0]
