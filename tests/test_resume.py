@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
+import os
 import signal
 import sqlite3
 import subprocess
@@ -11,8 +14,14 @@ import time
 from collections import Counter
 
 import pytest
+import typer
+from warcio.archiveiterator import ArchiveIterator
+from warcio.warcwriter import WARCWriter
 
-from focuscrawl.config import dump_config
+from focuscrawl.cli import _run
+from focuscrawl.config import dump_config, load_config
+from focuscrawl.crawler import Crawler
+from focuscrawl.store import WarcArchive
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 CONCURRENCY = 4
@@ -85,3 +94,69 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["state"] == "finished"
     assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
+
+
+class FillingDisk:
+    """An archive file with room for ``room`` more bytes: a write that does not fit puts on disk
+    what fits, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, file, room: int):
+        self.file, self.room = file, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            self.file.write(bytes(data[:self.room]))
+            self.file.flush()
+            self.room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+@pytest.mark.parametrize("full", ["archive", "database"])
+def test_a_full_disk_stops_the_crawl_with_one_line_and_a_resume_loses_nothing(serve, tmp_path, monkeypatch, capsys, full):
+    site, server, config_path = site_and_config(serve, tmp_path)
+    out = tmp_path / "crawl"
+    crawler = Crawler.create(load_config(config_path), out)
+    if full == "archive":
+        opened = WarcArchive._open
+
+        def open_filling(archive):
+            opened(archive)
+            archive._file = FillingDisk(archive._file, room=100_000)
+            archive._writer = WARCWriter(archive._file, gzip=True)
+
+        monkeypatch.setattr(WarcArchive, "_open", open_filling)
+    else:  # a real SQLITE_FULL: the database may not grow by more than 30 pages of 4 KiB
+        pages = crawler.store.db.execute("PRAGMA page_count").fetchone()[0]
+        crawler.store.db.execute(f"PRAGMA max_page_count = {pages + 30}")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level  # _run logs to the crawl's own file
+    try:
+        with pytest.raises(typer.Exit) as stopped:
+            _run(crawler, quiet=True)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    monkeypatch.undo()
+    assert stopped.value.exit_code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"error: {out}: the disk is full (") and f"focuscrawl resume {out}" in error
+    status = json.loads(focuscrawl("status", out, "--json").stdout)
+    assert 0 < status["pages_fetched"] < len(reachable_urls(site)) and status["errors"] == 0  # no page written off
+    if full == "archive":
+        assert status["stop_reason"].startswith("disk full: [Errno 28]")
+
+    resumed = focuscrawl("resume", out, "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
+    archived = set()
+    for path in sorted((out / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as handle:  # read to its end: no half-written record is left in it
+            archived |= {r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(handle)
+                         if r.rec_type == "response"}
+    db = sqlite3.connect(out / "crawl.db")
+    assert {url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200")} <= archived

@@ -6,6 +6,7 @@ import asyncio
 import csv
 import json
 import logging
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from focuscrawl.bench import bench
 from focuscrawl.config import ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
-from focuscrawl.crawler import Crawler, Progress, load_critic
+from focuscrawl.crawler import Crawler, Progress, load_critic, out_of_space
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
@@ -77,7 +78,18 @@ def _run(crawler: Crawler, quiet: bool) -> None:
                 state = asyncio.run(crawler.run(on_progress=lambda p: live.update(_progress_line(p))))
     except USER_ERRORS as error:
         _fail(str(error))
+    except (OSError, sqlite3.Error) as error:
+        if not out_of_space(error):
+            raise
+        _fail(_disk_full(crawler, str(error)))
     print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", file=sys.stderr)
+    if state == "stopped" and crawler.stop_reason.startswith("disk full"):
+        _fail(_disk_full(crawler, crawler.stop_reason.removeprefix("disk full: ")))
+
+
+def _disk_full(crawler: Crawler, error: str) -> str:
+    return (f"{crawler.directory}: the disk is full ({error}); the crawl stopped with the page it was storing still"
+            f" queued: free space, then `focuscrawl resume {crawler.directory}`")
 
 
 def _override(data: dict, setting: str, value, source: str) -> None:

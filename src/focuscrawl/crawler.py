@@ -9,11 +9,13 @@ are those that were in flight (at most once each), and no discovered URL is lost
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
 import logging
 import os
 import signal
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,6 +45,16 @@ log = logging.getLogger(__name__)
 CRITIC_FILE = "models/critic.pkl"
 TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
 CONFIG_FILE = "config.yml"
+# stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
+INTERRUPTIONS = ("signal", "disk full")
+
+
+def out_of_space(error: BaseException) -> bool:
+    """Whether a write failed for want of disk space (the archive's or the database's): the
+    crawl must stop and keep the page queued, not record it as failed and go on losing pages."""
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(error, sqlite3.Error) and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 @contextmanager
@@ -233,7 +245,7 @@ class Crawler:
                 for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
                     if isinstance(outcome, Exception):
                         log.error("a crawl worker failed", exc_info=outcome)
-            state = "stopped" if self.stop_reason and self.stop_reason.startswith("signal") else "finished"
+            state = "stopped" if self.stop_reason and self.stop_reason.startswith(INTERRUPTIONS) else "finished"
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -241,12 +253,15 @@ class Crawler:
                 deadline.cancel()
             if ticker:
                 ticker.cancel()
-            self._log_harvest()
-            self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted", stopped_at=time.time(),
-                                stage_seconds=json.dumps({k: round(v, 3) for k, v in self.stage_seconds.items()}))
-            if on_progress:
-                on_progress(self._snapshot())
-            self.store.close()
+            try:  # on a full disk these writes fail too; the store is closed all the same
+                self._log_harvest()
+                self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
+                                    stopped_at=time.time(),
+                                    stage_seconds=json.dumps({k: round(v, 3) for k, v in self.stage_seconds.items()}))
+            finally:
+                if on_progress:
+                    on_progress(self._snapshot())
+                self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state
 
@@ -305,19 +320,26 @@ class Crawler:
                 response = await self.fetcher.fetch(item.url)
                 self._lap("fetch_wait", clock)
                 self._handle(item, response)
-            except Exception:  # a bug must not stop the crawl nor leave the URL in flight
-                log.exception("%s: internal error while handling the page", item.url)
-                self._record_internal_error(item, started_at)
+            except Exception as error:
+                self._rolled_back()
+                if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
+                    log.error("%s: %s: stopping the crawl", item.url, error)
+                    self.stop(f"disk full: {error}")
+                else:  # a bug must not stop the crawl nor leave the URL in flight
+                    log.exception("%s: internal error while handling the page", item.url)
+                    self._record_internal_error(item, started_at)
             finally:
                 self.frontier.release(item)
                 self._changed.set()
 
-    def _record_internal_error(self, item: Item, started_at: float) -> None:
-        """The page's transaction was rolled back: bring the frontier's memory back in line
-        with the database, then record the URL as failed so it is not fetched again."""
+    def _rolled_back(self) -> None:
+        """The page's transaction was rolled back: bring the memory back in line with the database."""
         self.frontier.resync()
         if self.apprentice is not None:
             self.term_ids = TermIds(self.store.db)  # ids handed out in the lost transaction are gone
+
+    def _record_internal_error(self, item: Item, started_at: float) -> None:
+        """Record the URL as failed, so that a page the crawler cannot handle is not fetched again."""
         failed = Response(url=item.url, final_url=item.url, started_at=started_at,
                           error="internal error while handling the page (see crawl.log)")
         with self.store.transaction():

@@ -376,9 +376,24 @@ class WarcArchive:
             self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
 
     def write(self, response: Response) -> str:
+        """Append the response's records; a write that fails (a full disk) leaves no part of them."""
         if self._file is None or self._file.tell() >= self.max_bytes:
             self.close()
             self._open()
+        path, start = self._file.name, self._file.tell()
+        try:
+            self._append(response)
+        except BaseException:
+            try:
+                self._file.close()  # its buffer holds the tail being dropped: flushing it may fail again
+            except OSError:
+                pass
+            self._file = None
+            os.truncate(path, start)
+            raise
+        return Path(path).name
+
+    def _append(self, response: Response) -> None:
         writer = self._writer
         for exchange in response.exchanges:
             if not exchange.status:
@@ -396,7 +411,6 @@ class WarcArchive:
             request.rec_headers.replace_header("WARC-Concurrent-To", record.rec_headers.get_header("WARC-Record-ID"))
             writer.write_record(request)
         self._file.flush()
-        return Path(self._file.name).name
 
     def close(self) -> None:
         if self._file:
