@@ -20,7 +20,7 @@ from rich.text import Text
 
 from focuscrawl.bench import bench
 from focuscrawl.config import ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
-from focuscrawl.crawler import Crawler, Progress, load_critic, out_of_space
+from focuscrawl.crawler import DISK_FULL, Crawler, Progress, load_critic, out_of_space
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
@@ -83,8 +83,8 @@ def _run(crawler: Crawler, quiet: bool) -> None:
             raise
         _fail(_disk_full(crawler, str(error)))
     print(f"{state}: {crawler.stop_reason or 'frontier exhausted'} — {crawler.directory}", file=sys.stderr)
-    if state == "stopped" and crawler.stop_reason.startswith("disk full"):
-        _fail(_disk_full(crawler, crawler.stop_reason.removeprefix("disk full: ")))
+    if state == "stopped" and crawler.stop_reason.startswith(DISK_FULL):
+        _fail(_disk_full(crawler, crawler.stop_reason.removeprefix(f"{DISK_FULL}: ")))
 
 
 def _disk_full(crawler: Crawler, error: str) -> str:

@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 CRITIC_FILE = "models/critic.pkl"
 TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
 CONFIG_FILE = "config.yml"
+DISK_FULL = "disk full"  # the stop reason's start when a write found no space
 # stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
-INTERRUPTIONS = ("signal", "disk full")
+INTERRUPTIONS = ("signal", DISK_FULL)
 
 
 def out_of_space(error: BaseException) -> bool:
@@ -324,7 +325,7 @@ class Crawler:
                 self._rolled_back()
                 if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
                     log.error("%s: %s: stopping the crawl", item.url, error)
-                    self.stop(f"disk full: {error}")
+                    self.stop(f"{DISK_FULL}: {error}")
                 else:  # a bug must not stop the crawl nor leave the URL in flight
                     log.exception("%s: internal error while handling the page", item.url)
                     self._record_internal_error(item, started_at)
