@@ -229,9 +229,9 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                         crawler = Crawler.create(config, directory)
                         if spec.prepare:
                             spec.prepare(crawler, is_relevant, baseline)
-                        if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C or SIGTERM: stop the evaluation
-                            raise EvalInterrupted(f"interrupted during {name} on {topic_name}; finished crawls are kept,"
-                                                  f" run the same command again to go on")
+                        if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
+                            raise EvalInterrupted(f"{crawler.stop_reason} during {name} on {topic_name}; finished"
+                                                  f" crawls are kept, run the same command again to go on")
                     pages, rate = fetched_pages(directory, is_relevant, target_of, jury)
                     runs.append((pages, rate))
                     precisions.append(top_precision(directory, is_relevant))
