@@ -194,10 +194,11 @@ class Store:
         self.db.execute("BEGIN")
         try:
             yield self.db
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # after some errors (a full disk) SQLite has rolled back by itself
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
     # -- meta ---------------------------------------------------------------------------
 
