@@ -55,7 +55,7 @@ def out_of_space(error: BaseException) -> bool:
     crawl must stop and keep the page queued, not record it as failed and go on losing pages."""
     if isinstance(error, OSError):
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(error, sqlite3.Error) and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(error, sqlite3.Error) and error.sqlite_errorcode == sqlite3.SQLITE_FULL
 
 
 @contextmanager

@@ -294,6 +294,7 @@ class Store:
                                " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls)
 
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        """The URL of each id (the truth-labelled apprentice's instance targets)."""
         return self._pairs_for("SELECT id, url FROM urls WHERE id IN ({})", url_ids)
 
     def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:

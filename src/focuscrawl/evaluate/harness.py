@@ -341,7 +341,7 @@ def _aggregate(results: dict) -> None:
     reference = crawlers.get(LOSS_REFERENCE)
     if reference:
         loss_of = lambda entry: {t: entry["topics"][t]["loss_rate"] for t in topic_names if t in entry["topics"]}  # noqa: E731
-        against = {name: REGISTRY[name].same_critic for name in crawlers if name in REGISTRY}
+        against = {name: REGISTRY[name].same_critic for name in crawlers}
         results["loss_cuts"] = {
             name: {"against": baseline, **metrics.loss_cuts(loss_of(crawlers[name]), loss_of(crawlers[baseline]),
                                                             loss_of(reference))}
