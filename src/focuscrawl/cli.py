@@ -19,12 +19,12 @@ from rich.live import Live
 from rich.text import Text
 
 from focuscrawl.bench import bench
-from focuscrawl.config import ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
+from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import DISK_FULL, Crawler, Progress, load_critic, out_of_space
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
-from focuscrawl.evaluate.harness import EvalInterrupted, run_eval
+from focuscrawl.evaluate.harness import DEFAULT_CONCURRENCY, EvalInterrupted, run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
 from focuscrawl.graph import analyse, crawl_topics, save_scores
@@ -64,7 +64,7 @@ def _progress_line(progress: Progress) -> Text:
     harvest = "—" if progress.harvest_rate is None else f"{progress.harvest_rate:.3f}"
     return Text(
         f"pages {progress.pages}  ({progress.pages_per_second:.1f}/s)  harvest {harvest}  "
-        f"frontier {progress.frontier}  errors {progress.errors}"
+        f"frontier {progress.frontier}  errors {progress.errors}  refused {progress.refused}"
     )
 
 
@@ -327,19 +327,31 @@ def evaluate(
     repeats: int = typer.Option(1, "--repeats"),
     seeds_per_topic: Optional[int] = typer.Option(None, "--seeds-per-topic", help="use K of each topic's seeds"),
     topic: list[str] = typer.Option([], "--topic", help="only these topics (repeatable)"),
+    concurrency: str = typer.Option(str(DEFAULT_CONCURRENCY), "--concurrency",
+                                    help="requests in flight; several (1,16) run every crawler in each"),
+    order: str = typer.Option("default", "--order", help="the frontier's hand-out order: strict, band, host-parallel"
+                              " or default; several (strict,host-parallel) run every crawler in each"),
     out: Path = typer.Option(Path("results"), "--out"),
 ) -> None:
     """Run crawlers side by side on the test web; write results.json, plots and report.md."""
     if budget != "auto" and not budget.isdigit():
         _fail(f"--budget: {budget!r} is not a number of pages or 'auto'")
     names = [name.strip() for name in crawlers.split(",") if name.strip()]
+    concurrencies = [c.strip() for c in concurrency.split(",") if c.strip()]
+    if not concurrencies or not all(c.isdigit() and int(c) > 0 for c in concurrencies):
+        _fail(f"--concurrency: {concurrency!r} is not a list of positive numbers")
+    orders = [o.strip() for o in order.split(",") if o.strip()]
+    wrong = [o for o in orders if o not in (*ORDERS, "default")]
+    if not orders or wrong:
+        _fail(f"--order: {', '.join(wrong) or repr(order)} is not one of {', '.join(ORDERS)}, default")
 
     def show(name, topic_name, repeat, pages):
         print(f"{name:>16} {topic_name:<20} run {repeat}: {len(pages)} pages", file=sys.stderr)
 
     try:
         results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
-                           seeds_per_topic, only_topics=topic or None, progress=show)
+                           seeds_per_topic, [int(c) for c in concurrencies], only_topics=topic or None, progress=show,
+                           orders=[None if o == "default" else o for o in orders])
     except (*USER_ERRORS, FileNotFoundError) as error:
         _fail(str(error))
     except EvalInterrupted as error:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -24,6 +24,10 @@ Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "
 
 # BINGO! §2.3.3: bfs 1/L, dfs L, best-first conf (the "classifier" strategy), classifier-bfs conf/L,
 # classifier-dfs conf·L, bookmark conf of the seed the path started at; apprentice: Chakrabarti 2002
+# the frontier's hand-out orders (frontier.py): within the best, within a band of it, or any ready host's best
+Order = Literal["strict", "band", "host-parallel"]
+ORDERS = get_args(Order)
+
 Strategy = Literal["bfs", "dfs", "best-first", "classifier-bfs", "classifier-dfs", "bookmark", "apprentice"]
 
 
@@ -46,7 +50,7 @@ class Topic(_Section):
 
 
 class Budget(_Section):
-    max_pages: int | None = Field(1000, gt=0, description="fetch attempts, summed over resumes")
+    max_pages: int | None = Field(1000, gt=0, description="pages fetched, summed over resumes (URLs refused by robots.txt or policy do not count)")
     max_depth: int | None = Field(None, ge=0, description="links from the nearest seed")
     max_seconds: float | None = Field(None, gt=0, description="wall time of one run")
 
@@ -157,6 +161,20 @@ class Focus(_Section):
     max_queued: int | None = Field(None, ge=1, description="BINGO!'s bounded queue: past this, the lowest are dropped")
 
 
+class Frontier(_Section):
+    """Which queued URL a free connection gets: the order must survive parallel fetching and
+    politeness, and one high-scored page must not pour the budget into one site."""
+
+    order: Order = Field(
+        "band", description="strict: only the best queued URL (ties across hosts); band: a URL within `band` of"
+        " the best; host-parallel: the best URL of whichever host is ready (throughput crawls of many sites)")
+    band: float = Field(0.05, ge=0, description="order band: how far below the frontier's best a handed-out URL may be")
+    link_clusters: float | None = Field(
+        10.0, gt=0, description="exploration: the out-links of one page are a cluster; as some are fetched, the"
+        " others' priorities become the posterior mean of how they turn out, the strategy's priority a prior worth"
+        " this many pages (none: the strategy's priorities alone)")
+
+
 class Adaptation(_Section):
     """BINGO! §2.2.3 archetypes and retraining, learning and harvesting phases; Pant §7.4 pseudo examples."""
 
@@ -198,6 +216,7 @@ class CrawlConfig(_Section):
     apprentice: Apprentice = Field(default_factory=Apprentice)
     focus: Focus = Field(default_factory=Focus)
     adaptation: Adaptation = Field(default_factory=Adaptation)
+    frontier: Frontier = Field(default_factory=Frontier)
     budget: Budget = Field(default_factory=Budget)
     politeness: Politeness = Field(default_factory=Politeness)
     fetch: Fetch = Field(default_factory=Fetch)

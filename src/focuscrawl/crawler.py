@@ -85,6 +85,7 @@ class Progress:
     started: float
     pages_at_start: int
     topics: Counter = field(default_factory=Counter)  # pages assigned to each topic of a taxonomy
+    refused: int = 0  # URLs our rules did not let us fetch (robots.txt, policy, MIME, size): not pages
 
     @property
     def harvest_rate(self) -> float | None:
@@ -146,7 +147,10 @@ class Crawler:
         self.config = config
         self.store = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
         self.hosts = Hosts(config)
-        self.frontier = Frontier(self.store.db, self.hosts)
+        settings = config.frontier
+        # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
+        clusters = settings.link_clusters if config.strategy not in ("bfs", "dfs") else None
+        self.frontier = Frontier(self.store.db, self.hosts, settings.order, settings.band, clusters)
         self.rules = UrlRules(config)
         self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or [  # crawls before: depth 0
             url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
@@ -170,9 +174,12 @@ class Crawler:
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         db = self.store.db
-        fetched, errors = db.execute("SELECT COUNT(status), COUNT(error) FROM fetches").fetchone()
+        fetched, errors, refused = db.execute(
+            "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END),"
+            " TOTAL(refused) FROM fetches").fetchone()
         total, scored = self.store.relevance_totals()
-        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts())
+        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
+                                 int(refused))
         self.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
 
     # -- opening a crawl directory ------------------------------------------------------------
@@ -391,7 +398,9 @@ class Crawler:
                                            judgement)
                 if follow:
                     self._queue_links(item, page, relevance, judgement)
-            self.frontier.finish(item)
+            self.frontier.finish(item, response.error if response.refused else None)
+            if relevance is not None:
+                self.frontier.learn_cluster(item, relevance)
             self._record_host_state(item.host)
         self._lap("store", clock)
         if self.apprentice is not None and self.frontier.done % self.config.apprentice.batch == 0:
@@ -469,12 +478,14 @@ class Crawler:
 
     def priorities_from_parents(self, where: str, arguments: tuple = ()) -> list[tuple[float, int]]:
         """(priority, id) of the URLs matching ``where`` (over ``u``), from their parents' scores now
-        (and the parents' own priorities, not a promotion to the head)."""
+        (and the parents' own priorities, not a promotion to the head), times what their link
+        cluster has learnt (:meth:`Frontier.learn_cluster`)."""
         rows = self.store.db.execute(
-            "SELECT u.id, u.depth, u.url, d.relevance, p.priority FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
-            f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE {where}", arguments).fetchall()
-        return [(self.priority(relevance, depth, url, own_priority(parent or 0.0)), url_id)
-                for url_id, depth, url, relevance, parent in rows]
+            "SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
+            " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
+            f" LEFT JOIN link_clusters c ON c.parent_id = u.parent_id WHERE {where}", arguments).fetchall()
+        return [(self.priority(relevance, depth, url, own_priority(parent or 0.0)) * factor, url_id)
+                for url_id, depth, url, relevance, parent, factor in rows]
 
     def _path_class(self, item: Item) -> str | None:
         """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
@@ -555,6 +566,8 @@ class Crawler:
                 self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
                                       np.array(copies))
             rescored = self._rescore_frontier() if self._rescore_due() else 0
+            if rescored:
+                self.frontier.reapply_clusters()
             self.store.save_model("apprentice", self.apprentice.dumps())
             if self.apprentice.ready and self.store.get_meta("apprentice_switched_in_at") is None:
                 self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
@@ -636,8 +649,9 @@ class Crawler:
 
     def _count(self, response: Response, relevance: float | None) -> None:
         progress = self.progress
-        progress.fetched += response.status is not None
-        progress.errors += response.error is not None
+        progress.refused += response.refused
+        progress.fetched += response.status is not None and not response.refused
+        progress.errors += response.error is not None and not response.refused
         if relevance is not None:
             progress.relevance_sum += relevance
             progress.scored += 1
@@ -648,7 +662,8 @@ class Crawler:
         progress = self._snapshot()
         self.store.log_harvest({
             "pages": progress.pages, "fetched": progress.fetched, "scored": progress.scored,
-            "harvest_rate": progress.harvest_rate, "errors": progress.errors, "frontier": progress.frontier,
+            "harvest_rate": progress.harvest_rate, "errors": progress.errors, "refused": progress.refused,
+            "frontier": progress.frontier,
             **({"topics": dict(progress.topics)} if progress.topics else {}),
             "time": round(time.time(), 3),
         })

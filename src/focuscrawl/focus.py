@@ -260,11 +260,13 @@ class Adaptation:
             if isinstance(critic, Critic):
                 # archetypes come as positives only: negatives are kept at topic.negatives_per_positive
                 # times the positives, as the first training did (Pant §5), with the pages the critic
-                # liked least (BINGO! had hundreds of negatives to begin with)
+                # liked least, among those it rejected (BINGO! had hundreds of negatives to begin with;
+                # a well-focused crawl may have fetched few rejected pages, and its least-liked
+                # accepted ones are on the topic: taught as negatives, they turn the critic around)
                 positives = [text for pages in archetypes.values() for text in pages.values()]
                 negatives = self._pages_by_score(round(crawler.config.topic.negatives_per_positive
                                                        * (len(critic.examples_[0]) + len(positives)))
-                                                 - len(critic.examples_[1]))
+                                                 - len(critic.examples_[1]), below=0.5)
                 detail["extra_negatives"] = len(negatives)
                 if self.settings.guard is not None and positives and negatives:
                     detail["agreement"] = round(critic.agreement(positives, negatives), 3)
@@ -321,14 +323,15 @@ class Adaptation:
         a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
         return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
 
-    def _pages_by_score(self, count: int, best: bool = False) -> list[str]:
-        """The texts of the ``count`` fetched pages the critic liked least (or best)."""
+    def _pages_by_score(self, count: int, best: bool = False, below: float = 1.0) -> list[str]:
+        """The texts of the ``count`` fetched pages the critic liked least (or best), of those scored
+        at most ``below``."""
         if count <= 0:
             return []
         order = "DESC" if best else "ASC"
         return [t for (t,) in self.crawler.store.db.execute(
-            f"SELECT text FROM documents WHERE relevance IS NOT NULL AND text != '' ORDER BY relevance {order}, url_id"
-            " LIMIT ?", (count,))]
+            "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= ? AND text != ''"
+            f" ORDER BY relevance {order}, url_id LIMIT ?", (below, count))]
 
     def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
         """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""

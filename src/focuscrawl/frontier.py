@@ -84,20 +84,29 @@ class Item:
 
 class Frontier:
     """Hosts wait in heaps per queue: one queue (""), or BINGO!'s sub-queue per topic, served
-    round-robin so that one topic's higher scores cannot starve the others (thesis §2.3.3)."""
+    round-robin so that one topic's higher scores cannot starve the others (thesis §2.3.3).
 
-    def __init__(self, db: sqlite3.Connection, hosts: Hosts):
+    The hand-out order (``order``) holds across hosts: besides the heap of *ready* hosts, a heap
+    of *every* host with queued URLs knows the frontier's best, and a ready host's URL is handed
+    out only if it is that best (strict) or within ``band`` of it; otherwise the connection waits
+    for a better host to become free. Exploration (``link_clusters``): see :meth:`learn_cluster`."""
+
+    def __init__(self, db: sqlite3.Connection, hosts: Hosts, order: str = "band", band: float = 0.05,
+                 link_clusters: float | None = None):
         self.db = db
         self.hosts = hosts
         self.connections = hosts.connections
+        self.order, self.band = order, band
+        self.link_clusters = link_clusters
         self._best: dict[tuple[str, str], tuple[float, int]] = {}  # (queue, host) -> its best queued URL
         self._queues_of: dict[str, set[str]] = defaultdict(set)  # host -> queues it has URLs in
-        self._ready: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of hosts by best priority
+        self._ready: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of ready hosts by best priority
+        self._all: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of every host by best priority
         self._sleeping: list[tuple[float, str]] = []
         self._turn = ""  # the queue served last
         self.size = 0  # queued URLs
         self.in_flight = 0
-        self.done = 0  # URLs fetched (or refused) over the whole crawl, resumes included
+        self.done = 0  # URLs fetched over the whole crawl, resumes included (refused ones are not)
 
     def load(self) -> int:
         """Rebuild the in-memory view from disk; URLs in flight at a kill are queued again."""
@@ -114,6 +123,7 @@ class Frontier:
         self._best.clear()
         self._queues_of.clear()
         self._ready.clear()
+        self._all.clear()
         best = "SELECT queue, host, MAX(priority), id FROM urls WHERE state = ? GROUP BY queue, host"
         for queue, name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():
             self._raise(queue, self.hosts[name], priority, url_id)
@@ -192,8 +202,9 @@ class Frontier:
     # -- hand-out ----------------------------------------------------------------------------
 
     def next_ready(self) -> Item | None:
-        """The best queued URL of a host we may ask now, marked in flight; None if none is ready.
-        With several queues, the next queue after the one served last that has one (round-robin)."""
+        """The best queued URL of a host we may ask now, if the order lets it go, marked in
+        flight; None if none is ready or good enough. With several queues, the next queue after
+        the one served last that has one (round-robin)."""
         now = time.monotonic()
         while self._sleeping and self._sleeping[0][0] <= now:
             self._offer(self.hosts[heapq.heappop(self._sleeping)[1]], now)
@@ -209,13 +220,18 @@ class Frontier:
     def _take(self, queue: str, now: float) -> Item | None:
         heap = self._ready[queue]
         while heap:
-            negative, best_id, name = heapq.heappop(heap)
+            negative, best_id, name = heap[0]
             host = self.hosts[name]
-            if self._best.get((queue, name)) != (-negative, best_id) or host.status == BAD or host.active >= self.connections:
+            if not self._current(queue, name, negative, best_id) or host.active >= self.connections:
+                heapq.heappop(heap)
                 continue
             if host.next_start > now:
+                heapq.heappop(heap)
                 heapq.heappush(self._sleeping, (host.next_start, name))
                 continue
+            if not self._in_order(-negative, queue):
+                return None  # a better URL waits on a host that is busy or asleep
+            heapq.heappop(heap)
             rows = self.db.execute(
                 "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE queue = ? AND host = ? AND state = ?"
                 " ORDER BY priority DESC, id LIMIT 2",
@@ -224,6 +240,7 @@ class Frontier:
             del self._best[(queue, name)]
             if len(rows) > 1:
                 self._best[(queue, name)] = (rows[1][4], rows[1][0])
+                self._push(self._all, queue, name)
             if not rows:
                 self._queues_of[name].discard(queue)
                 continue
@@ -236,16 +253,92 @@ class Frontier:
             return Item(url_id, url, name, depth, parent_id, priority, tunnel, queue)
         return None
 
+    def _in_order(self, priority: float, queue: str) -> bool:
+        """Whether a URL of this priority may be handed out now, given the queue's best."""
+        if self.order == "host-parallel":
+            return True
+        best = self.best(queue)
+        return best is None or priority >= best - (self.band if self.order == "band" else 1e-9)
+
+    def best(self, queue: str = "") -> float | None:
+        """The priority of the best queued URL of a queue, over every host (ready or not)."""
+        heap = self._all.get(queue)
+        while heap:
+            negative, best_id, name = heap[0]
+            if self._current(queue, name, negative, best_id):
+                return -negative
+            heapq.heappop(heap)
+        return None
+
+    def _current(self, queue: str, name: str, negative: float, best_id: int) -> bool:
+        """Whether a heap entry still stands for the host's best URL (and the host is not bad)."""
+        return self._best.get((queue, name)) == (-negative, best_id) and self.hosts[name].status != BAD
+
+    # -- exploration -------------------------------------------------------------------------
+
+    def learn_cluster(self, item: Item, relevance: float) -> None:
+        """The out-links of one page are a link cluster, their priorities one guess (best-first:
+        all the page's score). As they are fetched, the guess for the rest becomes the posterior
+        mean of how the fetched ones turned out, the strategy's priority a prior worth
+        ``link_clusters`` pages: for a best-first link, (α·p + Σ relevance) / (α + n). In general
+        each queued URL of the cluster keeps its own priority times the cluster's factor
+        (α·b̄ + Σ relevance) / (α·b̄ + Σ b), b the priorities its fetched links had before the
+        factor. So a table of contents scored 0.99 whose first links lead off the topic stops
+        pouring the budget into them (call inside the page's transaction)."""
+        parent = item.parent_id
+        if self.link_clusters is None or parent is None or item.priority >= HEAD / 2:
+            return
+        pages, total, predicted, factor = self.db.execute(
+            "SELECT pages, relevance, predicted, factor FROM link_clusters WHERE parent_id = ?", (parent,)
+        ).fetchone() or (0, 0.0, 0.0, 1.0)
+        pages, total, predicted = pages + 1, total + relevance, predicted + item.priority / factor
+        prior = self.link_clusters * predicted / pages
+        learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
+        self.db.execute("INSERT OR REPLACE INTO link_clusters (parent_id, pages, relevance, predicted, factor)"
+                        " VALUES (?, ?, ?, ?, ?)", (parent, pages, total, predicted, learnt))
+        if learnt == factor:
+            return
+        touched = self.db.execute(f"SELECT DISTINCT queue, host FROM urls WHERE parent_id = ? AND state = {QUEUED}"
+                                  f" AND priority < {HEAD / 2}", (parent,)).fetchall()
+        self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE parent_id = ? AND state = {QUEUED}"
+                        f" AND priority < {HEAD / 2}", (learnt / factor, parent))
+        for queue, name in touched:
+            self._refresh(queue, name)
+
+    def reapply_clusters(self) -> int:
+        """After queued URLs got new priorities from the strategy (the apprentice's re-scoring), the
+        link clusters' factors apply to them again (call :meth:`resync` after the transaction)."""
+        if self.link_clusters is None:
+            return 0
+        return self.db.execute(
+            f"UPDATE urls SET priority = priority * (SELECT factor FROM link_clusters c WHERE c.parent_id = urls.parent_id)"
+            f" WHERE state = {QUEUED} AND priority < {HEAD / 2} AND parent_id IN"
+            f" (SELECT parent_id FROM link_clusters WHERE factor != 1.0)").rowcount
+
+    def _refresh(self, queue: str, name: str) -> None:
+        """Read a host's best URL of a queue again after its priorities changed on disk."""
+        row = self.db.execute("SELECT priority, id FROM urls WHERE queue = ? AND host = ? AND state = ?"
+                              " ORDER BY priority DESC, id LIMIT 1", (queue, name, QUEUED)).fetchone()
+        if row is None:
+            self._best.pop((queue, name), None)
+            self._queues_of[name].discard(queue)
+            return
+        self._best[(queue, name)] = (row[0], row[1])
+        self._push(self._all, queue, name)
+        self._offer(self.hosts[name], time.monotonic(), (queue,))
+
     def seconds_to_next(self) -> float | None:
         """How long until a sleeping host wakes; None if none sleeps."""
         if not self._sleeping:
             return None
         return max(0.0, self._sleeping[0][0] - time.monotonic())
 
-    def finish(self, item: Item) -> None:
-        """The URL has been handled (call inside the page's transaction)."""
-        self.db.execute("UPDATE urls SET state = ? WHERE id = ?", (DONE, item.url_id))
-        self.done += 1
+    def finish(self, item: Item, refused: str | None = None) -> None:
+        """The URL has been handled (call inside the page's transaction). A URL ``refused``
+        (robots.txt, policy, MIME type, size) was not a fetch: it keeps the reason and does not
+        count toward the budget."""
+        self.db.execute("UPDATE urls SET state = ?, skip_reason = ? WHERE id = ?", (DONE, refused, item.url_id))
+        self.done += refused is None
 
     def release(self, item: Item) -> None:
         """Free the host's connection slot, whether the page was finished or abandoned."""
@@ -300,7 +393,18 @@ class Frontier:
         if best is None or priority > best[0]:
             self._best[(queue, host.name)] = (priority, url_id)
             self._queues_of[host.name].add(queue)
+            self._push(self._all, queue, host.name)
             self._offer(host, time.monotonic(), (queue,))
+
+    def _push(self, heaps: dict[str, list], queue: str, name: str) -> None:
+        """Add the host's current best of the queue to one of the heaps; entries gone stale are
+        dropped when they surface, and the heap is rebuilt when they outnumber the live ones."""
+        priority, url_id = self._best[(queue, name)]
+        heap = heaps.setdefault(queue, [])
+        heapq.heappush(heap, (-priority, url_id, name))
+        if len(heap) > 1000 + 4 * len(self._queues_of):
+            heap[:] = [entry for entry in heap if self._current(queue, entry[2], entry[0], entry[1])]
+            heapq.heapify(heap)
 
     def _offer(self, host: Host, now: float, queues=None) -> None:
         """Put the host in the ready heaps of its queues (or only ``queues``), or to sleep."""
@@ -310,6 +414,5 @@ class Frontier:
             heapq.heappush(self._sleeping, (host.next_start, host.name))
             return
         for queue in self._queues_of[host.name] if queues is None else queues:
-            best = self._best.get((queue, host.name))
-            if best is not None:
-                heapq.heappush(self._ready.setdefault(queue, []), (-best[0], best[1], host.name))
+            if (queue, host.name) in self._best:
+                self._push(self._ready, queue, host.name)

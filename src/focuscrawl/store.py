@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS fetches (
     seconds REAL,
     attempts INTEGER,
     bytes INTEGER,
-    warc_file TEXT
+    warc_file TEXT,
+    refused INTEGER NOT NULL DEFAULT 0  -- not fetched by our own rules (robots.txt, policy, MIME, size): not a page
 );
 CREATE INDEX IF NOT EXISTS fetches_url ON fetches (url_id);
 CREATE TABLE IF NOT EXISTS documents (
@@ -123,6 +124,13 @@ CREATE TABLE IF NOT EXISTS link_scores (  -- the latest link analysis of each to
     confidence_pagerank REAL NOT NULL,
     computed_at REAL NOT NULL,
     PRIMARY KEY (topic, url_id)
+);
+CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how those fetched turned out (frontier.py)
+    parent_id INTEGER PRIMARY KEY,
+    pages INTEGER NOT NULL,  -- fetched and judged
+    relevance REAL NOT NULL,  -- the sum of their critic scores
+    predicted REAL NOT NULL,  -- the sum of their priorities before the factor
+    factor REAL NOT NULL  -- what the queued ones' priorities are multiplied by now
 );
 CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
 """
@@ -216,13 +224,14 @@ class Store:
         warc_file = self.warc.write(response) if self.warc and response.exchanges else None
         cursor = self.db.execute(
             "INSERT INTO fetches (url_id, url, final_url, status, error, mime, headers, redirects, depth, parent_id,"
-            " fetched_at, seconds, attempts, bytes, warc_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fetched_at, seconds, attempts, bytes, warc_file, refused)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 url_id, response.url, response.final_url, response.status, response.error, response.mime or None,
                 json.dumps(response.headers) if response.headers else None,
                 json.dumps(response.redirects) if response.redirects else None,
                 depth, parent_id, response.started_at, round(response.seconds, 4), response.attempts,
-                len(response.body), warc_file,
+                len(response.body), warc_file, int(response.refused),
             ),
         )
         return cursor.lastrowid
@@ -447,10 +456,12 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
         db.execute("UPDATE link_features SET parent_score = COALESCE("
                    "(SELECT relevance FROM documents WHERE url_id = source_id), 0.0)")
         db.commit()
+    _add_missing_columns(db, "fetches", {"refused": "INTEGER NOT NULL DEFAULT 0"})
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
     db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
     db.execute("CREATE INDEX IF NOT EXISTS urls_queue ON urls (queue, host, priority DESC, id) WHERE state = 0")
+    db.execute("CREATE INDEX IF NOT EXISTS urls_parent ON urls (parent_id) WHERE state = 0")  # a link cluster's queued URLs
     _merge_link_feature_copies(db)
 
 
@@ -486,7 +497,9 @@ def crawl_status(db: sqlite3.Connection) -> dict:
     state = meta.get("state", "new")
     if state == "running" and not _pid_alive(int(meta.get("pid", 0) or 0)):
         state = "stopped"
-    fetched, errors, attempts = db.execute("SELECT COUNT(status), COUNT(error), COUNT(*) FROM fetches").fetchone()
+    fetched, errors, attempts, refused = db.execute(
+        "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END), COUNT(*),"
+        " TOTAL(refused) FROM fetches").fetchone()
     stored, harvest, relevant, duplicates = db.execute(
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
@@ -497,6 +510,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "pages_stored": stored,
         "fetch_attempts": attempts,
         "errors": errors,
+        "refused": int(refused),  # robots.txt, policy, MIME type, size: not fetches, not in the budget
         "frontier_size": counts.get(QUEUED, 0) + counts.get(IN_FLIGHT, 0),
         "urls_seen": sum(counts.values()),
         "urls_skipped": counts.get(SKIPPED, 0),

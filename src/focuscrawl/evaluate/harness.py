@@ -33,6 +33,27 @@ TOP_PAGES = 100  # the precision of a crawl's best pages by its critic (BINGO! T
 # Chakrabarti's loss-rate comparison: against best-first with the same critic (``CrawlerSpec.same_critic``),
 # with oracle-link (the true relevance of every link's target) as the most a link learner could cut
 LOSS_REFERENCE = "oracle-link"
+DEFAULT_CONCURRENCY = 16
+
+
+def regimes(concurrencies: list[int], orders: list[str | None]) -> list[tuple[str, int, str | None]]:
+    """(name suffix, concurrency, hand-out order) of each regime an evaluation runs every crawler
+    in; with one regime the names stay plain, with several each crawler's name says its regime
+    (``oracle-link@c1-strict``), so one report sets the regimes side by side."""
+    combinations = [(c, o) for c in concurrencies for o in orders]
+    if len(combinations) == 1:
+        return [("", *combinations[0])]
+    return [(f"@c{c}-{o or 'default'}", c, o) for c, o in combinations]
+
+
+def spec_of(name: str):
+    """The registry's crawler behind a name that may carry a regime (``oracle-link@c1-strict``)."""
+    return REGISTRY[name.partition("@")[0]]
+
+
+def in_regime(base: str, name: str) -> str:
+    """The crawler ``base`` in the regime of ``name``."""
+    return base + name.partition("@")[1] + name.partition("@")[2]
 
 
 class EvalInterrupted(Exception):
@@ -102,7 +123,7 @@ def crawl_examples(topic: dict, seeds_per_topic: int | None) -> tuple[list[str],
 
 
 def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, seeds_per_topic: int | None,
-                 concurrency: int) -> dict:
+                 concurrency: int, order: str | None = None) -> dict:
     seeds, negatives = crawl_examples(topic, seeds_per_topic)
     data = {
         "seeds": seeds,
@@ -115,6 +136,7 @@ def crawl_config(topic: dict, spec_settings: dict, budget: int, host_map: dict, 
         # they are not fetched, so every crawler spends its budget inside
         "urls": {"allow": ["^https?://(" + "|".join(re.escape(host) for host in host_map["hosts"]) + ")[:/]"]},
         "harvest_log_every": 100,
+        **({"frontier": {"order": order}} if order else {}),
     }
     for key, value in spec_settings.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
@@ -170,9 +192,12 @@ def fetched_pages(directory: Path, is_relevant, target_of, jury: Jury | None = N
 
 
 def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget: int | None, out: Path,
-             repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int = 16,
-             only_topics: list[str] | None = None, judge: bool = True, progress=None) -> dict:
-    """``budget`` None means each topic's recommended budget (``--budget auto``)."""
+             repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int | list[int] = DEFAULT_CONCURRENCY,
+             only_topics: list[str] | None = None, judge: bool = True, progress=None,
+             orders: list[str | None] | None = None) -> dict:
+    """``budget`` None means each topic's recommended budget (``--budget auto``). Several
+    ``concurrency`` values or ``orders`` (the frontier's hand-out order; None: the default)
+    run every crawler in each combination (see :func:`regimes`)."""
     unknown = [name for name in crawler_names if name not in REGISTRY]
     if unknown:
         raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
@@ -182,7 +207,9 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
         for needed in ([baseline] if baseline else []) + [name]:
             if needed not in ordered:
                 ordered.append(needed)
-    crawler_names = ordered
+    concurrencies = [concurrency] if isinstance(concurrency, int) else list(concurrency)
+    crawler_names = [(name + suffix, c, order) for suffix, c, order in regimes(concurrencies, orders or [None])
+                     for name in ordered]
     topics = read_topics(topics_file, only_topics)
     webmap = WebMap(testweb)
     truth = Truth(webmap, topics)
@@ -192,7 +219,9 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     host_map = running_host_map(testweb)
     server = None if host_map else ServedTestWeb(testweb)
     host_map = host_map or server.host_map
-    results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {}}
+    results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {},
+                     "regimes": {suffix or "default": {"concurrency": c, "order": o or "default"}
+                                 for suffix, c, o in regimes(concurrencies, orders or [None])}}
     try:
         for topic_name, topic in topics.items():
             members = truth.topics[topic_name]
@@ -216,14 +245,16 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
 
             jury = Jury(webmap, members, seeds, random.Random(0)) if judge else None
 
-            for name in crawler_names:
-                spec = REGISTRY[name]
+            for name, crawl_concurrency, order in crawler_names:
+                spec = spec_of(name)
                 runs, precisions = [], []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
-                    data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, concurrency)
+                    data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, crawl_concurrency,
+                                        order)
                     config = validate_config(data, f"{name}/{topic_name}")
-                    baseline = out / "crawls" / spec.baseline / f"{topic_name}-{repeat}" if spec.baseline else None
+                    baseline = (out / "crawls" / in_regime(spec.baseline, name) / f"{topic_name}-{repeat}"
+                                if spec.baseline else None)
                     if not _finished_with(directory, config, baseline):
                         shutil.rmtree(directory, ignore_errors=True)
                         crawler = Crawler.create(config, directory)
@@ -338,15 +369,15 @@ def _aggregate(results: dict) -> None:
                        for key in ("harvest_rate", "target_recall")}
         for a in names for b in names if a != b
     }
-    reference = crawlers.get(LOSS_REFERENCE)
-    if reference:
-        loss_of = lambda entry: {t: entry["topics"][t]["loss_rate"] for t in topic_names if t in entry["topics"]}  # noqa: E731
-        against = {name: REGISTRY[name].same_critic for name in crawlers}
-        results["loss_cuts"] = {
-            name: {"against": baseline, **metrics.loss_cuts(loss_of(crawlers[name]), loss_of(crawlers[baseline]),
-                                                            loss_of(reference))}
-            for name, baseline in against.items()
-            if baseline in crawlers and name not in (baseline, LOSS_REFERENCE)}
+    loss_of = lambda entry: {t: entry["topics"][t]["loss_rate"] for t in topic_names if t in entry["topics"]}  # noqa: E731
+    cuts = {}
+    for name in crawlers:  # each against best-first with its critic and the oracle, in its own regime
+        baseline, reference = in_regime(spec_of(name).same_critic, name), in_regime(LOSS_REFERENCE, name)
+        if baseline in crawlers and reference in crawlers and name not in (baseline, reference):
+            cuts[name] = {"against": baseline, **metrics.loss_cuts(loss_of(crawlers[name]), loss_of(crawlers[baseline]),
+                                                                   loss_of(crawlers[reference]))}
+    if cuts:
+        results["loss_cuts"] = cuts
     results["overlap"] = {
         f"{a} & {b}": metrics.mean_stderr([metrics.overlap(set(crawlers[a]["topics"][t]["urls"]),
                                                            set(crawlers[b]["topics"][t]["urls"])) for t in topic_names])[0]

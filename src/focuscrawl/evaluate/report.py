@@ -112,21 +112,22 @@ def plot_topic_losses(results: dict, out: Path) -> Path:
 
 def _loss_cut_lines(results: dict) -> list[str]:
     """The per-topic loss table of each crawler against best-first with its critic, with the oracle's possible cut."""
-    from focuscrawl.evaluate.harness import LOSS_REFERENCE
+    from focuscrawl.evaluate.harness import LOSS_REFERENCE, in_regime
 
     percent = lambda v: "—" if v is None else f"{v:+.0%}"  # noqa: E731
     lines = []
     for name, cuts in results.get("loss_cuts", {}).items():
         baseline = cuts.get("against", "best-first-svm")  # results written before crawlers had their own
         elsewhere = cuts["median_gap_closed_elsewhere"]
-        lines += ["", f"## Loss rate: {name} against {baseline} ({LOSS_REFERENCE}: the most a link learner could cut)", "",
-                  f"Median cut where {LOSS_REFERENCE} shows at least {cuts['possible_at_least']:.0%} possible"
+        reference = in_regime(LOSS_REFERENCE, name)
+        lines += ["", f"## Loss rate: {name} against {baseline} ({reference}: the most a link learner could cut)", "",
+                  f"Median cut where {reference} shows at least {cuts['possible_at_least']:.0%} possible"
                   f" ({cuts['topics_possible']} topics):"
                   f" {percent(cuts['median_cut_where_possible'])}; median share of the gap closed on the others:"
                   f" {'—' if elsewhere is None else f'{elsewhere:+.2f}'}.", "",
                   f"The last column: the share of {name}'s pages whose label as an apprentice learns it (the"
                   f" critic's score above the crawl's median) is the truth.", "",
-                  f"| topic | loss {baseline} | loss {name} | loss {LOSS_REFERENCE} | cut | possible | gap closed"
+                  f"| topic | loss {baseline} | loss {name} | loss {reference} | cut | possible | gap closed"
                   f" | critic's labels right |",
                   "|---|---|---|---|---|---|---|---|"]
         for topic, t in cuts["topics"].items():

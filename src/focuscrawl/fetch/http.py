@@ -28,6 +28,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 ROBOTS_MAX_BYTES = 500_000
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+INFLATED_TOO_LARGE = "decompressed body exceeds"  # a gzip/deflate body past its cap: refused, like a large one
 
 
 class PolicyRefusal(OSError):
@@ -64,6 +65,7 @@ class Response:
     exchanges: list[Exchange] = field(default_factory=list)
     attempts: int = 0
     seconds: float = 0.0
+    refused: bool = False  # not fetched by our own rules (robots.txt, policy, MIME type, size): not a page fetch
 
     @property
     def ok_html(self) -> bool:
@@ -71,9 +73,9 @@ class Response:
 
 
 class _AttemptFailed(Exception):
-    def __init__(self, reason: str, transient: bool, host_failure: bool):
+    def __init__(self, reason: str, transient: bool, host_failure: bool, refused: bool = False):
         super().__init__(reason)
-        self.reason, self.transient, self.host_failure = reason, transient, host_failure
+        self.reason, self.transient, self.host_failure, self.refused = reason, transient, host_failure, refused
 
 
 class HostMapResolver(AbstractResolver):
@@ -138,7 +140,7 @@ class Fetcher:
             await self._follow(response, self._mime_caps, self.config.fetch.max_redirects, self.obey_robots,
                                follow_other_hosts)
         except _AttemptFailed as failure:
-            response.error = failure.reason
+            response.error, response.refused = failure.reason, failure.refused
         response.seconds = time.monotonic() - clock
         return response
 
@@ -181,7 +183,7 @@ class Fetcher:
         current, seen = response.url, {response.url}
         for _ in range(max_redirects + 1):
             if obey_robots and not await self.allowed(current):
-                response.error = "disallowed by robots.txt"
+                response.error, response.refused = "disallowed by robots.txt", True
                 return
             exchange = await self._with_retries(current, response, caps)
             location = _header(exchange.response_headers, "location")
@@ -196,7 +198,7 @@ class Fetcher:
             response.redirects.append((exchange.status, current, target))
             reason = self.rules.rejection(target)
             if reason:
-                response.error = f"redirect to a URL not crawled ({reason}): {target}"
+                response.error, response.refused = f"redirect to a URL not crawled ({reason}): {target}", True
                 return
             if target in seen:
                 response.error = f"redirect loop at {target}"
@@ -222,7 +224,7 @@ class Fetcher:
         attempt = 0
         while True:
             if self.hosts[host].status == BAD:
-                raise _AttemptFailed(f"host {host} is marked bad after repeated failures", False, False)
+                raise _AttemptFailed(f"host {host} is marked bad after repeated failures", False, False, True)
             response.attempts += 1
             last_try = attempt == retries
             try:
@@ -249,7 +251,7 @@ class Fetcher:
         if self.config.fetch.loopback_only:
             try:
                 if not ipaddress.ip_address(host).is_loopback:
-                    raise _AttemptFailed(f"address {host} is outside loopback and fetch.loopback_only is set", False, False)
+                    raise _AttemptFailed(f"address {host} is outside loopback and fetch.loopback_only is set", False, False, True)
             except ValueError:
                 pass
         return url
@@ -268,11 +270,13 @@ class Fetcher:
                 exchange.response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 response.status, response.headers = resp.status, {k.lower(): v for k, v in exchange.response_headers}
                 response.mime, response.charset, response.body, response.error = "", None, b"", None
+                response.refused = False
                 if 300 <= resp.status < 400 and "location" in response.headers:
                     return exchange
                 response.mime = resp.content_type if "content-type" in response.headers else "text/html"
                 response.charset = resp.charset
                 cap = caps(response.mime)
+                response.refused = True  # until the body is read: a type or size we do not take
                 if cap is None:
                     response.error = f"MIME type {response.mime} is not in fetch.mime_allow"
                     return exchange
@@ -284,14 +288,15 @@ class Fetcher:
                     response.error = f"body exceeds the {cap}-byte cap for {response.mime}; download aborted"
                     return exchange
                 response.body, response.error = _decode_content(exchange.raw_body, response.headers.get("content-encoding", ""), cap)
+                response.refused = response.error is not None and response.error.startswith(INFLATED_TOO_LARGE)
                 return exchange
         except PolicyRefusal as err:
-            raise _AttemptFailed(str(err), False, False) from None
+            raise _AttemptFailed(str(err), False, False, True) from None
         except asyncio.TimeoutError:
             raise _AttemptFailed("timeout", True, True) from None
         except aiohttp.ClientConnectorError as err:
             if isinstance(err.os_error, PolicyRefusal):
-                raise _AttemptFailed(str(err.os_error), False, False) from None
+                raise _AttemptFailed(str(err.os_error), False, False, True) from None
             raise _AttemptFailed(f"cannot connect: {err.os_error.strerror or err.os_error}", True, True) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as err:
             raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, True) from None
@@ -324,7 +329,7 @@ def _decode_content(raw: bytes, encoding: str, cap: int) -> tuple[bytes, str | N
                 inflater = zlib.decompressobj(wbits)
                 body += inflater.decompress(rest, cap + 1 - len(body))
                 if len(body) > cap:
-                    return b"", f"decompressed body exceeds the {cap}-byte cap"
+                    return b"", f"{INFLATED_TOO_LARGE} the {cap}-byte cap"
                 if not inflater.eof:
                     return b"", f"truncated {encoding} body"
                 rest = inflater.unused_data.lstrip(b"\0")
