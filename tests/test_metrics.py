@@ -136,3 +136,26 @@ def test_each_crawlers_loss_cut_is_against_best_first_with_its_own_critic():
     assert cuts["apprentice-oracle"]["topics"]["a"]["possible"] == pytest.approx(1 - 0.2 / 0.4)
     assert "best-first-svm" not in cuts and "oracle-link" not in cuts
     assert "## Loss rate: apprentice-oracle against oracle-critic (oracle-link" in "\n".join(_loss_cut_lines(results))
+
+
+def test_crawlers_in_several_regimes_are_compared_within_their_regime():
+    from focuscrawl.evaluate.harness import _aggregate, regimes
+
+    assert regimes([16], [None]) == [("", 16, None)]  # one regime: plain names
+    assert regimes([1, 16], ["strict"]) == [("@c1-strict", 1, "strict"), ("@c16-strict", 16, "strict")]
+
+    def entry(loss: float) -> dict:
+        point = {"harvest_rate": 1 - loss, "loss_rate": loss, "target_recall": 0.1, "estimated_harvest": 0.5,
+                 "judged_harvest": 0.5, "pages": 100, "pages_per_second": 10.0, "top100_precision": 0.5,
+                 "urls": ["http://t/1"]}
+        return {"topics": {"a": point}}
+
+    losses = {"best-first-svm@c1-strict": 0.5, "bfs@c1-strict": 0.6, "oracle-link@c1-strict": 0.0,
+              "best-first-svm@c16-host-parallel": 0.6, "bfs@c16-host-parallel": 0.65, "oracle-link@c16-host-parallel": 0.3}
+    results = {"topics": {"a": {}}, "crawlers": {name: entry(loss) for name, loss in losses.items()}}
+    _aggregate(results)
+    cuts = results["loss_cuts"]
+    assert set(cuts) == {"bfs@c1-strict", "bfs@c16-host-parallel"}
+    assert cuts["bfs@c1-strict"]["against"] == "best-first-svm@c1-strict"
+    assert cuts["bfs@c1-strict"]["topics"]["a"]["possible"] == pytest.approx(1.0)  # oracle-link of its own regime
+    assert cuts["bfs@c16-host-parallel"]["topics"]["a"]["possible"] == pytest.approx(0.5)

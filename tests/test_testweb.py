@@ -142,6 +142,16 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert "| critic's labels right |" in report
 
 
+def test_eval_runs_every_crawler_in_each_order_and_the_strict_order_reaches_the_oracles_harvest(small_web, tmp_path):
+    results = run_eval(small_web, small_web / "topics.yml", ["oracle-link"], None, tmp_path, only_topics=["networking"],
+                       concurrency=[8], orders=["strict", "host-parallel"], judge=False)
+    assert set(results["crawlers"]) == {"oracle-link@c8-strict", "oracle-link@c8-host-parallel"}
+    assert results["regimes"]["@c8-strict"] == {"concurrency": 8, "order": "strict"}
+    assert results["crawlers"]["oracle-link@c8-strict"]["topics"]["networking"]["harvest_rate"] >= 0.95
+    config = (tmp_path / "crawls" / "oracle-link@c8-host-parallel" / "networking-0" / "config.yml").read_text()
+    assert "order: host-parallel" in config and "concurrency: 8" in config
+
+
 def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):
     webmap = WebMap(small_web)
     graph = PageGraph(webmap)

@@ -159,6 +159,9 @@ class Focus(_Section):
     tunnel_decay: float = Field(0.5, gt=0, le=1, description="a tunnelled link's priority is its source's times this")
     queues: Literal["one", "per-topic"] = Field("one", description="per-topic: topics' sub-queues served round-robin")
     max_queued: int | None = Field(None, ge=1, description="BINGO!'s bounded queue: past this, the lowest are dropped")
+    link_context: float | None = Field(
+        None, ge=0, le=1, description="weight of the critic's score of a link's own context (its anchor text and the"
+        " leaves around it, Pant & Srinivasan 2006) against its source page's score; none: the source page's alone")
 
 
 class Frontier(_Section):

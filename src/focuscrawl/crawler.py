@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 CRITIC_FILE = "models/critic.pkl"
 TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
 CONFIG_FILE = "config.yml"
+CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
 DISK_FULL = "disk full"  # the stop reason's start when a write found no space
 # stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
 INTERRUPTIONS = ("signal", DISK_FULL)
@@ -445,6 +446,8 @@ class Crawler:
             reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
             priority = strategy(relevance, depth, link.url, parent_priority) if plan.priority is None else plan.priority
             found.append((link.url, host, priority, reason))
+        if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
+            found = self._with_link_context(page, found)
         known = None
         if self.apprentice is not None:
             # features only for links that can still be scored or learnt: to URLs not yet fetched
@@ -469,6 +472,22 @@ class Crawler:
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
         ])
+
+    def _with_link_context(self, page: Page, found: list[tuple]) -> list[tuple]:
+        """Each admissible link's priority blended with the critic's score of its context: its
+        anchor text and the leaves on each side (Pant & Srinivasan 2006's link contexts), so the
+        links of one page are told apart before any of them is fetched."""
+        wanted = [i for i, (_, _, priority, reason) in enumerate(found) if reason is None and priority < HEAD / 2]
+        if not wanted:
+            return found
+        leaves, weight = page.leaves, self.config.focus.link_context
+        contexts = [" ".join(leaves[max(0, link.leaf_start - CONTEXT_LEAVES):link.leaf_end + CONTEXT_LEAVES + 1])
+                    for link in (page.links[i] for i in wanted)]
+        found = list(found)
+        for i, score in zip(wanted, self.critic.predict_proba(contexts)):
+            url, host, priority, reason = found[i]
+            found[i] = (url, host, (1 - weight) * priority + weight * float(score), reason)
+        return found
 
     def set_phase(self, name: str) -> None:
         """The crawl policy of a phase ("crawl" when there are none, "learning", "harvesting")."""

@@ -128,6 +128,8 @@ REGISTRY = {spec.name: spec for spec in [
     # the other learners of Pant §4 by name (best-first-nb-kernel, best-first-svm-poly2, …)
     *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
       if learner not in ("nb-multinomial", "svm-linear", "nn-4")),
+    # our own: best-first whose links are told apart by the critic's score of their context (anchor and nearby leaves)
+    CrawlerSpec("best-first-context", {"strategy": "best-first", "classifier": "svm-linear", "focus": {"link_context": 0.5}}),
     CrawlerSpec("apprentice-online", ONLINE),
     # §3.6 for the online apprentice: the baseline's pages only, so it fetches the same pages
     # (how soon it finds the relevant ones; its pages/s on the same pages, though it refuses
