@@ -113,8 +113,9 @@ def test_gzip_is_decoded_and_a_gzip_bomb_is_capped(serve, make_config):
     server = serve(misbehaving_app())
     config = make_config(seeds=["http://x/"], fetch={"max_bytes": {"text/html": 1_000_000, "*": 1000}})
     (plain, bomb), _ = fetch_all(config, server.url("/gzipped"), server.url("/bomb"))
-    assert plain.body == PAGE.encode()
+    assert plain.body == PAGE.encode() and not plain.refused
     assert bomb.body == b"" and "decompressed body exceeds the 1000000-byte cap" in bomb.error
+    assert bomb.refused  # our cap, not the server's failure: not a page fetch
 
 
 def test_oversized_and_endless_bodies_are_aborted_at_the_cap(serve, make_config):
@@ -123,6 +124,7 @@ def test_oversized_and_endless_bodies_are_aborted_at_the_cap(serve, make_config)
     (big, endless), _ = fetch_all(config, server.url("/big"), server.url("/endless"))
     assert "exceeds the 100000-byte cap" in big.error
     assert "exceeds the 100000-byte cap" in endless.error
+    assert big.refused and endless.refused
     assert endless.exchanges[-1].truncated and len(endless.exchanges[-1].raw_body) == 100_000
 
 
@@ -130,7 +132,7 @@ def test_mime_outside_the_allow_list_is_not_downloaded(serve, make_config):
     server = serve(misbehaving_app())
     (response,), _ = fetch_all(make_config(seeds=["http://x/"]), server.url("/doc.pdf"))
     assert response.error == "MIME type application/pdf is not in fetch.mime_allow"
-    assert response.body == b""
+    assert response.body == b"" and response.refused
 
 
 def test_slow_server_times_out_and_counts_as_host_failure(serve, make_config):

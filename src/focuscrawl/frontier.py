@@ -1,10 +1,13 @@
 """The frontier: every discovered URL once (the seen set), the queued ones on disk, handed
-out best first among the hosts that politeness lets us ask now.
+out best first among the hosts that politeness lets us ask now, and only if the URL is among
+the best the whole frontier holds (the hand-out order), so that parallel fetching does not
+throw the priority order away.
 
 Queued URLs live in the ``urls`` table (state 0) with a partial index on (host, priority), so
 memory holds only one small record per host, however many URLs wait. In memory, hosts sit in
 two heaps as in Mercator's back queues: *ready* by the priority of their best URL, *sleeping*
-by the time their politeness interval ends. Hosts at their connection limit wait for a release.
+by the time their politeness interval ends; a third heap holds every host with queued URLs by
+its best, the frontier's best for the order. Hosts at their connection limit wait for a release.
 """
 
 from __future__ import annotations
@@ -398,12 +401,13 @@ class Frontier:
 
     def _push(self, heaps: dict[str, list], queue: str, name: str) -> None:
         """Add the host's current best of the queue to one of the heaps; entries gone stale are
-        dropped when they surface, and the heap is rebuilt when they outnumber the live ones."""
+        dropped when they surface, and the heap is rebuilt (without them, and once per host) when
+        they outnumber the live ones."""
         priority, url_id = self._best[(queue, name)]
         heap = heaps.setdefault(queue, [])
         heapq.heappush(heap, (-priority, url_id, name))
         if len(heap) > 1000 + 4 * len(self._queues_of):
-            heap[:] = [entry for entry in heap if self._current(queue, entry[2], entry[0], entry[1])]
+            heap[:] = {entry for entry in heap if self._current(queue, entry[2], entry[0], entry[1])}
             heapq.heapify(heap)
 
     def _offer(self, host: Host, now: float, queues=None) -> None:
