@@ -28,6 +28,7 @@ OUT_OF_PHASE = "outside the learning phase"  # queued again when the harvesting 
 QUEUE_FULL = "dropped from a full queue"
 REVIVABLE = ("nofollow", "beyond max depth", TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL)
 HEAD = 1e6  # a promoted URL's priority is HEAD + its score: ahead of every strategy's priorities
+CLUSTER_STEP = 0.05  # a link cluster's queued URLs are re-prioritised when its factor moves by more than 5 %
 
 
 def own_priority(priority: float) -> float:
@@ -297,15 +298,26 @@ class Frontier:
         pages, total, predicted = pages + 1, total + relevance, predicted + item.priority / factor
         prior = self.link_clusters * predicted / pages
         learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
+        moved = abs(learnt / factor - 1) > CLUSTER_STEP  # else the queued URLs keep the factor they have
         self.db.execute("INSERT OR REPLACE INTO link_clusters (parent_id, pages, relevance, predicted, factor)"
-                        " VALUES (?, ?, ?, ?, ?)", (parent, pages, total, predicted, learnt))
-        if learnt == factor:
-            return
-        touched = self.db.execute(f"SELECT DISTINCT queue, host FROM urls WHERE parent_id = ? AND state = {QUEUED}"
-                                  f" AND priority < {HEAD / 2}", (parent,)).fetchall()
-        self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE parent_id = ? AND state = {QUEUED}"
-                        f" AND priority < {HEAD / 2}", (learnt / factor, parent))
-        for queue, name in touched:
+                        " VALUES (?, ?, ?, ?, ?)", (parent, pages, total, predicted, learnt if moved else factor))
+        if moved:
+            self._scale_cluster(parent, learnt / factor)
+
+    def _scale_cluster(self, parent: int, ratio: float) -> None:
+        """Multiply the priorities of a cluster's queued URLs (not those promoted to the head) and
+        keep the hosts' best URLs true: a host whose best was one of them is read again."""
+        rows = self.db.execute(f"SELECT id, queue, host, priority FROM urls WHERE parent_id = ? AND state = {QUEUED}"
+                               f" AND priority < {HEAD / 2}", (parent,)).fetchall()
+        self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", [(p * ratio, i) for i, _, _, p in rows])
+        stale = set()
+        for url_id, queue, name, priority in rows:
+            best = self._best.get((queue, name))
+            if best is not None and best[1] == url_id and ratio < 1:
+                stale.add((queue, name))
+            elif best is None or priority * ratio > best[0]:
+                self._raise(queue, self.hosts[name], priority * ratio, url_id)
+        for queue, name in stale:
             self._refresh(queue, name)
 
     def reapply_clusters(self) -> int:
