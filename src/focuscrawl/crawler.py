@@ -35,7 +35,7 @@ from focuscrawl.focus import Adaptation, Focus, page_class
 from focuscrawl.frontier import HEAD, Frontier, Item, own_priority
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import DONE, QUEUED, CrawlDirError, Store, content_hash
+from focuscrawl.store import DONE, QUEUED, CrawlDirError, Store, content_hash, fetch_counts
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
@@ -175,12 +175,10 @@ class Crawler:
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         db = self.store.db
-        fetched, errors, refused = db.execute(
-            "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END),"
-            " TOTAL(refused) FROM fetches").fetchone()
+        fetched, errors, refused, _ = fetch_counts(db)
         total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
-                                 int(refused))
+                                 refused)
         self.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
 
     # -- opening a crawl directory ------------------------------------------------------------

@@ -491,15 +491,22 @@ def _merge_link_feature_copies(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
+def fetch_counts(db: sqlite3.Connection) -> tuple[int, int, int, int]:
+    """Responses received, errors, URLs refused by our own rules (neither of the first two: not
+    fetches), and attempts in all."""
+    fetched, errors, refused, attempts = db.execute(
+        "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END),"
+        " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
+    return fetched, errors, int(refused), attempts
+
+
 def crawl_status(db: sqlite3.Connection) -> dict:
     """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
     meta = dict(db.execute("SELECT key, value FROM meta"))
     state = meta.get("state", "new")
     if state == "running" and not _pid_alive(int(meta.get("pid", 0) or 0)):
         state = "stopped"
-    fetched, errors, attempts, refused = db.execute(
-        "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END), COUNT(*),"
-        " TOTAL(refused) FROM fetches").fetchone()
+    fetched, errors, refused, attempts = fetch_counts(db)
     stored, harvest, relevant, duplicates = db.execute(
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
@@ -510,7 +517,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "pages_stored": stored,
         "fetch_attempts": attempts,
         "errors": errors,
-        "refused": int(refused),  # robots.txt, policy, MIME type, size: not fetches, not in the budget
+        "refused": refused,  # robots.txt, policy, MIME type, size: not fetches, not in the budget
         "frontier_size": counts.get(QUEUED, 0) + counts.get(IN_FLIGHT, 0),
         "urls_seen": sum(counts.values()),
         "urls_skipped": counts.get(SKIPPED, 0),
