@@ -174,8 +174,7 @@ class Crawler:
         self._recorded_hosts: dict[str, tuple] = {}
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
-        db = self.store.db
-        fetched, errors, refused, _ = fetch_counts(db)
+        fetched, errors, refused, _ = fetch_counts(self.store.db)
         total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
                                  refused)
