@@ -236,3 +236,11 @@ def test_a_crawl_with_a_taxonomy_records_topic_confidence_and_preview(small_web,
     assert sum(status["topics"].values()) == len(rows)
     last = json.loads((tmp_path / "crawl" / "harvest.jsonl").read_text().splitlines()[-1])
     assert last["topics"] == status["topics"]
+
+
+def test_the_readmes_demo_crawls_best_first_next_to_breadth_first(small_web, tmp_path):
+    run = subprocess.run([sys.executable, "-m", "focuscrawl", "demo", "--testweb", str(small_web), "--out",
+                          str(tmp_path / "demo")], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert set(json.loads(run.stdout)["crawlers"]) == {"bfs", "best-first-svm"}
+    assert (tmp_path / "demo" / "report.md").exists()
