@@ -236,11 +236,7 @@ class Frontier:
             if not self._in_order(-negative, queue):
                 return None  # a better URL waits on a host that is busy or asleep
             heapq.heappop(heap)
-            rows = self.db.execute(
-                "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE queue = ? AND host = ? AND state = ?"
-                " ORDER BY priority DESC, id LIMIT 2",
-                (queue, name, QUEUED),
-            ).fetchall()
+            rows = self._queued_best(queue, name, 2)
             del self._best[(queue, name)]
             if len(rows) > 1:
                 self._best[(queue, name)] = (rows[1][4], rows[1][0])
@@ -256,6 +252,12 @@ class Frontier:
             self._offer(host, now)
             return Item(url_id, url, name, depth, parent_id, priority, tunnel, queue)
         return None
+
+    def _queued_best(self, queue: str, name: str, count: int) -> list[tuple]:
+        """(id, url, depth, parent id, priority, tunnel) of a host's ``count`` best queued URLs in a queue."""
+        return self.db.execute(
+            "SELECT id, url, depth, parent_id, priority, tunnel FROM urls WHERE queue = ? AND host = ? AND state = ?"
+            " ORDER BY priority DESC, id LIMIT ?", (queue, name, QUEUED, count)).fetchall()
 
     def _in_order(self, priority: float, queue: str) -> bool:
         """Whether a URL of this priority may be handed out now, given the queue's best."""
@@ -332,13 +334,12 @@ class Frontier:
 
     def _refresh(self, queue: str, name: str) -> None:
         """Read a host's best URL of a queue again after its priorities changed on disk."""
-        row = self.db.execute("SELECT priority, id FROM urls WHERE queue = ? AND host = ? AND state = ?"
-                              " ORDER BY priority DESC, id LIMIT 1", (queue, name, QUEUED)).fetchone()
-        if row is None:
+        rows = self._queued_best(queue, name, 1)
+        if not rows:
             self._best.pop((queue, name), None)
             self._queues_of[name].discard(queue)
             return
-        self._best[(queue, name)] = (row[0], row[1])
+        self._best[(queue, name)] = (rows[0][4], rows[0][0])
         self._push(self._all, queue, name)
         self._offer(self.hosts[name], time.monotonic(), (queue,))
 

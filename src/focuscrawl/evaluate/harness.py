@@ -53,7 +53,7 @@ def spec_of(name: str):
 
 def in_regime(base: str, name: str) -> str:
     """The crawler ``base`` in the regime of ``name``."""
-    return base + name.partition("@")[1] + name.partition("@")[2]
+    return base + "".join(name.partition("@")[1:])
 
 
 class EvalInterrupted(Exception):
@@ -208,8 +208,8 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
             if needed not in ordered:
                 ordered.append(needed)
     concurrencies = [concurrency] if isinstance(concurrency, int) else list(concurrency)
-    crawler_names = [(name + suffix, c, order) for suffix, c, order in regimes(concurrencies, orders or [None])
-                     for name in ordered]
+    regime_list = regimes(concurrencies, orders or [None])
+    crawler_names = [(name + suffix, c, order) for suffix, c, order in regime_list for name in ordered]
     topics = read_topics(topics_file, only_topics)
     webmap = WebMap(testweb)
     truth = Truth(webmap, topics)
@@ -221,7 +221,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     host_map = host_map or server.host_map
     results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {},
                      "regimes": {suffix or "default": {"concurrency": c, "order": o or "default"}
-                                 for suffix, c, o in regimes(concurrencies, orders or [None])}}
+                                 for suffix, c, o in regime_list}}
     try:
         for topic_name, topic in topics.items():
             members = truth.topics[topic_name]
