@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Union
 
 import pytest
 from aiohttp import web
@@ -11,18 +12,60 @@ from focuscrawl.config import validate_config
 from focuscrawl.testweb.server import ThreadedServer
 
 
+ALLOW_ALL = "User-agent: *\nAllow: /\n"
+Site = Union[web.Application, dict, Callable[[web.Request], Awaitable[web.StreamResponse]]]
+
+
+def pages_app(pages: dict[str, str | bytes], robots: str | None = ALLOW_ALL,
+              headers: dict[str, dict] | None = None) -> web.Application:
+    """Serves path -> HTML and ``robots`` at /robots.txt (None: 404); anything else is 404.
+    ``headers``: extra response headers per path."""
+
+    async def handle(request):
+        if request.path == "/robots.txt" and robots is not None:
+            return web.Response(text=robots, content_type="text/plain")
+        if request.path not in pages:
+            raise web.HTTPNotFound()
+        body, extra = pages[request.path], (headers or {}).get(request.path, {})
+        if isinstance(body, bytes):
+            return web.Response(body=body, headers={"Content-Type": "text/html", **extra})
+        return web.Response(text=body, content_type="text/html", headers=extra or None)
+
+    return handler_app(handle)
+
+
+def handler_app(handler) -> web.Application:
+    """One handler answers every GET."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    return app
+
+
 @pytest.fixture
-def serve() -> Callable[[web.Application], ThreadedServer]:
+def serve() -> Callable[..., ThreadedServer]:
+    """Starts a real server on 127.0.0.1 for the test: ``serve(app)``, ``serve({path: html},
+    robots=..., headers=...)`` (``pages_app``) or ``serve(handler)`` (``handler_app``)."""
     servers: list[ThreadedServer] = []
 
-    def start(app: web.Application) -> ThreadedServer:
-        server = ThreadedServer(app)
+    def start(site: Site, **options) -> ThreadedServer:
+        if isinstance(site, dict):
+            site = pages_app(site, **options)
+        elif not isinstance(site, web.Application):
+            site = handler_app(site)
+        server = ThreadedServer(site)
         servers.append(server)
         return server
 
     yield start
     for server in servers:
         server.stop()
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests that start a loopback server are marked ``network``."""
+    for item in items:
+        if "serve" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.network)
 
 
 def fast_config(**overrides):

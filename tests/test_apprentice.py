@@ -7,7 +7,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-from aiohttp import web
 
 from focuscrawl.apprentice import Apprentice, link_features
 from focuscrawl.crawler import Crawler
@@ -310,17 +309,7 @@ def idiom_site(hubs: int = 40, per_hub: int = 5) -> dict[str, str]:
 def idiom_crawl(serve, make_config, tmp_path):
     """make(strategy, max_pages, batch) -> crawl directory, on the idiom site."""
     pages = idiom_site()
-
-    async def handle(request):
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
-        if request.path not in pages:
-            raise web.HTTPNotFound()
-        return web.Response(text=pages[request.path], content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    server = serve(app)
+    server = serve(pages)
     positives = tmp_path / "positives"
     negatives = tmp_path / "negatives"
     positives.mkdir()

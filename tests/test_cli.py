@@ -8,7 +8,9 @@ import json
 import subprocess
 import sys
 
-from aiohttp import web
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def focuscrawl(*args, cwd=None) -> subprocess.CompletedProcess:
@@ -16,23 +18,13 @@ def focuscrawl(*args, cwd=None) -> subprocess.CompletedProcess:
                           timeout=120, cwd=cwd)
 
 
-def topic_site() -> web.Application:
-    pages = {
-        "/": "<html><head><title>home</title></head><body><a href='/net'>net</a> <a href='/bake'>bake</a></body></html>",
-        "/net": "<html><head><title>sockets</title></head><body><p>TCP sockets carry network packets between hosts"
-                " over connections.</p></body></html>",
-        "/bake": "<html><head><title>bread</title></head><body><p>Knead the dough, let the yeast rise, bake the bread"
-                 " in the oven.</p></body></html>",
-    }
-
-    async def handle(request):
-        if request.path not in pages:
-            raise web.HTTPNotFound()
-        return web.Response(text=pages[request.path], content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    return app
+TOPIC_SITE = {
+    "/": "<html><head><title>home</title></head><body><a href='/net'>net</a> <a href='/bake'>bake</a></body></html>",
+    "/net": "<html><head><title>sockets</title></head><body><p>TCP sockets carry network packets between hosts"
+            " over connections.</p></body></html>",
+    "/bake": "<html><head><title>bread</title></head><body><p>Knead the dough, let the yeast rise, bake the bread"
+             " in the oven.</p></body></html>",
+}
 
 
 def write_examples(tmp_path):
@@ -43,7 +35,7 @@ def write_examples(tmp_path):
 
 
 def test_quick_start_flags_crawl_then_status_and_export(serve, tmp_path):
-    server = serve(topic_site())
+    server = serve(TOPIC_SITE, robots=None)
     write_examples(tmp_path)
     out = tmp_path / "out"
     run = focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative", tmp_path / "neg.txt",
@@ -86,7 +78,7 @@ def test_bad_seed_and_missing_examples_name_what_is_wrong(tmp_path):
 
 
 def test_crawl_refuses_to_overwrite_and_resume_needs_a_crawl(serve, tmp_path):
-    server = serve(topic_site())
+    server = serve(TOPIC_SITE, robots=None)
     out = tmp_path / "out"
     assert focuscrawl("crawl", "--seed", server.url("/"), "--strategy", "bfs", "--out", out, "-q").returncode == 0
     again = focuscrawl("crawl", "--seed", server.url("/"), "--strategy", "bfs", "--out", out, "-q")
@@ -96,7 +88,7 @@ def test_crawl_refuses_to_overwrite_and_resume_needs_a_crawl(serve, tmp_path):
 
 
 def test_corrupt_model_file_is_a_clear_error_and_changes_nothing(serve, tmp_path):
-    server = serve(topic_site())
+    server = serve(TOPIC_SITE, robots=None)
     write_examples(tmp_path)
     out = tmp_path / "out"
     focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative", tmp_path / "neg.txt",
@@ -110,7 +102,7 @@ def test_corrupt_model_file_is_a_clear_error_and_changes_nothing(serve, tmp_path
 
 
 def test_unreachable_example_urls_fail_with_one_line_and_leave_a_failed_crawl(serve, tmp_path):
-    server = serve(topic_site())
+    server = serve(TOPIC_SITE, robots=None)
     (tmp_path / "urls.txt").write_text("http://127.0.0.1:9/gone.html\n")
     (tmp_path / "neg.txt").write_text("baking bread with yeast")
     out = tmp_path / "out"

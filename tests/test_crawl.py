@@ -21,30 +21,12 @@ def crawl(config, directory) -> sqlite3.Connection:
     return sqlite3.connect(directory / "crawl.db")
 
 
-def pages_app(pages: dict[str, str], robots: str = "User-agent: *\nAllow: /\n", headers: dict | None = None) -> web.Application:
-    """Serves the given path -> HTML; anything else is 404."""
-
-    async def handle(request):
-        if request.path == "/robots.txt":
-            return web.Response(text=robots, content_type="text/plain")
-        if request.path not in pages:
-            raise web.HTTPNotFound()
-        body = pages[request.path]
-        if isinstance(body, bytes):
-            return web.Response(body=body, headers={"Content-Type": "text/html", **(headers or {}).get(request.path, {})})
-        return web.Response(text=body, content_type="text/html", headers=(headers or {}).get(request.path))
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    return app
-
-
 def chain_site(n: int) -> dict[str, str]:
     return {f"/p{i}": f"<html><body><p>page {i}</p><a href='/p{i + 1}'>next</a></body></html>" for i in range(n)}
 
 
 def test_min_interval_between_requests_to_one_host_is_respected(serve, make_config, tmp_path):
-    server = serve(pages_app(chain_site(6)))
+    server = serve(chain_site(6))
     config = make_config(seeds=[server.url("/p0")], politeness={"min_interval": 0.2, "per_host_connections": 2})
     crawl(config, tmp_path / "c")
     starts = [t for t, _, _ in server.requests]
@@ -53,11 +35,11 @@ def test_min_interval_between_requests_to_one_host_is_respected(serve, make_conf
 
 
 def test_crawl_delay_from_robots_is_honoured_up_to_the_cap(serve, make_config, tmp_path):
-    server = serve(pages_app(chain_site(4), robots="User-agent: *\nCrawl-delay: 0.25\n"))
+    server = serve(chain_site(4), robots="User-agent: *\nCrawl-delay: 0.25\n")
     crawl(make_config(seeds=[server.url("/p0")]), tmp_path / "a")
     gaps = [b - a for (a, _, _), (b, _, _) in zip(server.requests, server.requests[1:])]
     assert min(gaps) >= 0.24
-    capped = serve(pages_app(chain_site(4), robots="User-agent: *\nCrawl-delay: 60\n"))
+    capped = serve(chain_site(4), robots="User-agent: *\nCrawl-delay: 60\n")
     crawl(make_config(seeds=[capped.url("/p0")], politeness={"crawl_delay_cap": 0.1}), tmp_path / "b")
     assert len(capped.requests) == 6
 
@@ -65,7 +47,7 @@ def test_crawl_delay_from_robots_is_honoured_up_to_the_cap(serve, make_config, t
 def test_robots_disallowed_pages_are_recorded_and_never_requested(serve, make_config, tmp_path):
     pages = {"/": "<a href='/private/x'>x</a><a href='/private/ok'>ok</a><a href='/a.pdf'>pdf</a><a href='/pub'>p</a>",
              "/private/x": "secret", "/private/ok": "fine", "/pub": "public"}
-    server = serve(pages_app(pages, robots="User-agent: *\nDisallow: /private/\nAllow: /private/ok\nDisallow: /*.pdf$\n"))
+    server = serve(pages, robots="User-agent: *\nDisallow: /private/\nAllow: /private/ok\nDisallow: /*.pdf$\n")
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     assert sorted(server.paths()) == ["/", "/private/ok", "/pub", "/robots.txt"]
     refused = {url.rpartition("/")[2] for (url,) in db.execute("SELECT url FROM fetches WHERE error = 'disallowed by robots.txt'")}
@@ -75,7 +57,7 @@ def test_robots_disallowed_pages_are_recorded_and_never_requested(serve, make_co
 def test_exact_duplicates_are_recognised_and_not_expanded(serve, make_config, tmp_path):
     same = "<html><body><p>the same words</p><a href='/only-from-copy'>x</a></body></html>"
     pages = {"/": "<a href='/one'>1</a> <a href='/two'>2</a>", "/one": same, "/two": same, "/only-from-copy": "leaf"}
-    server = serve(pages_app(pages))
+    server = serve(pages)
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     rows = dict(db.execute("SELECT u.url, d.duplicate_of FROM documents d JOIN urls u ON u.id = d.url_id"))
     assert rows[server.url("/one")] is None
@@ -91,7 +73,7 @@ def test_nofollow_links_and_pages_are_not_followed(serve, make_config, tmp_path)
         "/noindex": "<html><head><meta name='robots' content='noindex'></head><body><p>words</p><a href='/kept'>k</a></body></html>",
         "/hidden": "x", "/hidden2": "x", "/kept": "kept",
     }
-    server = serve(pages_app(pages))
+    server = serve(pages)
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     assert "/hidden" not in server.paths() and "/hidden2" not in server.paths()
     assert "/kept" in server.paths()
@@ -104,7 +86,7 @@ def test_nofollow_links_and_pages_are_not_followed(serve, make_config, tmp_path)
 
 def test_a_nofollow_target_is_still_crawled_when_a_followable_link_finds_it(serve, make_config, tmp_path):
     pages = {"/": "<a rel='nofollow' href='/t'>t</a><a href='/b'>b</a>", "/b": "<a href='/t'>t</a>", "/t": "target"}
-    server = serve(pages_app(pages))
+    server = serve(pages)
     crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     assert server.paths().count("/t") == 1
 
@@ -116,7 +98,7 @@ def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, 
         "/latin": "<html><body><p>Café déjà vu</p><a href='/end'>end</a></body></html>".encode("windows-1252"),
         "/end": "<p>the end</p>",
     }
-    server = serve(pages_app(pages, headers={"/latin": {"Content-Type": "text/html; charset=windows-1252"}}))
+    server = serve(pages, headers={"/latin": {"Content-Type": "text/html; charset=windows-1252"}})
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     errors = dict(db.execute("SELECT url, error FROM fetches"))
     assert errors[server.url("/bin")].startswith("cannot decode body")
@@ -126,7 +108,7 @@ def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, 
 
 def test_max_depth_and_deny_patterns_limit_the_crawl(serve, make_config, tmp_path):
     pages = {**chain_site(5), "/p1": "<a href='/p2'>n</a><a href='/skip-me'>s</a>", "/skip-me": "x"}
-    server = serve(pages_app(pages))
+    server = serve(pages)
     config = make_config(seeds=[server.url("/p0")], budget={"max_depth": 2}, urls={"deny": ["skip-me"]})
     db = crawl(config, tmp_path / "c")
     assert sorted(p for p in server.paths() if p != "/robots.txt") == ["/p0", "/p1", "/p2"]
@@ -136,7 +118,7 @@ def test_max_depth_and_deny_patterns_limit_the_crawl(serve, make_config, tmp_pat
 
 
 def test_warc_holds_a_request_and_a_response_per_fetch(serve, make_config, tmp_path):
-    server = serve(pages_app(chain_site(3)))
+    server = serve(chain_site(3))
     crawl(make_config(seeds=[server.url("/p0")]), tmp_path / "c")
     records = []
     for path in sorted((tmp_path / "c" / "warc").glob("*.warc.gz")):
@@ -180,9 +162,7 @@ def test_per_host_connection_limit_holds_under_many_workers(serve, make_config, 
         links = "".join(f"<a href='/p{i}'>p</a>" for i in range(12)) if request.path == "/" else ""
         return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", slow_page)
-    server = serve(app)
+    server = serve(slow_page)
     config = make_config(seeds=[server.url("/")], fetch={"concurrency": 16}, politeness={"per_host_connections": 3})
     db = crawl(config, tmp_path / "c")
     assert live["most"] == 3
@@ -197,7 +177,7 @@ def test_language_check_rejects_foreign_pages_without_following_their_links(serv
                "<a href='/behind-de'>x</a>",
         "/behind-de": "x",
     }
-    server = serve(pages_app(pages))
+    server = serve(pages)
     config = make_config(seeds=[server.url("/")], text={"language_check": True, "min_stopword_score": 1})
     db = crawl(config, tmp_path / "c")
     scores = dict(db.execute("SELECT u.url, d.language_score FROM documents d JOIN urls u ON u.id = d.url_id"))
@@ -207,7 +187,7 @@ def test_language_check_rejects_foreign_pages_without_following_their_links(serv
 
 
 def test_max_seconds_ends_the_run_and_records_why(serve, make_config, tmp_path):
-    server = serve(pages_app(chain_site(50)))
+    server = serve(chain_site(50))
     config = make_config(seeds=[server.url("/p0")], politeness={"min_interval": 0.1}, budget={"max_seconds": 0.5})
     crawl(config, tmp_path / "c")
     meta = dict(sqlite3.connect(tmp_path / "c" / "crawl.db").execute("SELECT key, value FROM meta"))
@@ -221,7 +201,7 @@ def test_a_host_gone_bad_is_dropped_and_the_crawl_still_ends(serve, make_config,
         closed_port = probe.getsockname()[1]
     links = "".join(f"<a href='http://down.test/{i}'>d</a>" for i in range(3))
     pages = {"/": f"{links}<a href='/more'>more</a>", "/more": "<a href='http://down.test/late'>late</a>"}
-    server = serve(pages_app(pages))
+    server = serve(pages)
     config = make_config(seeds=[server.url("/")], fetch={"retries": 0, "concurrency": 1},
                          host_map={"hosts": {"down.test": f"127.0.0.1:{closed_port}"}})
     db = crawl(config, tmp_path / "c")
@@ -232,16 +212,14 @@ def test_a_host_gone_bad_is_dropped_and_the_crawl_still_ends(serve, make_config,
 
 
 def test_redirect_to_another_host_goes_through_the_frontier(serve, make_config, tmp_path):
-    target = serve(pages_app({"/landing": "<p>landed</p>"}))
+    target = serve({"/landing": "<p>landed</p>"})
 
     async def moved(request):
         if request.path == "/robots.txt":
             raise web.HTTPNotFound()
         raise web.HTTPMovedPermanently("http://mirror.test/landing")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", moved)
-    origin = serve(app)
+    origin = serve(moved)
     config = make_config(seeds=[origin.url("/old")], host_map={"hosts": {"mirror.test": f"127.0.0.1:{target.port}"}})
     db = crawl(config, tmp_path / "c")
     rows = db.execute("SELECT url, status, redirects FROM fetches ORDER BY id").fetchall()
@@ -250,13 +228,13 @@ def test_redirect_to_another_host_goes_through_the_frontier(serve, make_config, 
 
 
 def test_a_meta_refresh_stub_is_a_redirect_not_a_document(serve, make_config, tmp_path):
-    server = serve(pages_app({
+    server = serve({
         "/": "<a href='/old.html'>the old page</a>",
         "/old.html": "<head><meta http-equiv='refresh' content='0;URL=new.html'></head>"
                      "<p>Redirecting to <a href='elsewhere.html'>elsewhere</a></p>",
         "/new.html": "<p>the page itself</p>",
         "/elsewhere.html": "<p>never fetched: the stub's own links are not followed</p>",
-    }))
+    })
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     fetched = [url for (url,) in db.execute("SELECT url FROM fetches ORDER BY id")]
     assert fetched == [server.url("/"), server.url("/old.html"), server.url("/new.html")]
@@ -275,9 +253,7 @@ def test_malformed_responses_are_recorded_and_the_crawl_goes_on(serve, make_conf
                                 content_type="text/html")
         return web.Response(text="<p>end</p>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", odd)
-    server = serve(app)
+    server = serve(odd)
     db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
     errors = dict(db.execute("SELECT url, error FROM fetches"))
     assert errors[server.url("/bad-location")].startswith("redirect to")
@@ -286,7 +262,7 @@ def test_malformed_responses_are_recorded_and_the_crawl_goes_on(serve, make_conf
 
 
 def test_one_process_at_a_time_per_crawl_directory(serve, make_config, tmp_path):
-    server = serve(pages_app(chain_site(2)))
+    server = serve(chain_site(2))
     first = Crawler.create(make_config(seeds=[server.url("/p0")]), tmp_path / "c")
     with pytest.raises(CrawlDirError, match="another focuscrawl process"):
         Crawler.open(tmp_path / "c")

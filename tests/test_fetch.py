@@ -212,9 +212,7 @@ def test_requests_identify_the_crawler(serve, make_config):
         seen.append(request.headers.get("User-Agent"))
         return web.Response(text=PAGE, content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", echo)
-    server = serve(app)
+    server = serve(echo)
     fetch_all(make_config(seeds=["http://x/"], politeness={"user_agent": "focuscrawl-test (+mailto:a@b.c)"}), server.url("/"))
     assert seen == ["focuscrawl-test (+mailto:a@b.c)"] * 2
 

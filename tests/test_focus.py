@@ -10,7 +10,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-from aiohttp import web
 
 from focuscrawl.config import validate_config
 from focuscrawl.crawler import CRITIC_FILE, Crawler
@@ -36,17 +35,11 @@ class UrlCritic:
 
 
 def chain_site(serve, links: dict[str, list[str]]):
-    async def handle(request):
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
-        if request.path not in links:
-            raise web.HTTPNotFound()
-        body = "".join(f"<p><a href='{target}'>to {target}</a> about {request.path}</p>" for target in links[request.path])
-        return web.Response(text=f"<html><body><p>page {request.path}</p>{body}</body></html>", content_type="text/html")
+    def page(path: str) -> str:
+        body = "".join(f"<p><a href='{target}'>to {target}</a> about {path}</p>" for target in links[path])
+        return f"<html><body><p>page {path}</p>{body}</body></html>"
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    return serve(app)
+    return serve({path: page(path) for path in links})
 
 
 def crawl_with(tmp_path, make_config, server, critic, name: str, **settings):

@@ -10,7 +10,6 @@ from focuscrawl.crawler import Crawler
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.store import crawl_status, open_existing
 from focuscrawl.testweb.synthetic import Site, SitePage, build_site, make_app, topic_config, topic_passages, true_harvest
-from test_crawl import pages_app
 
 
 def slow(app: web.Application, seconds: float) -> web.Application:
@@ -124,7 +123,7 @@ def test_urls_refused_by_robots_do_not_count_toward_the_budget(serve, make_confi
     links = "".join(f'<a href="/private/{i}">p{i}</a> <a href="/open/{i}">o{i}</a>' for i in range(10))
     pages = {"/": f"<html><body>{links}</body></html>",
              **{f"/{kind}/{i}": f"<html><body>{kind} {i}</body></html>" for kind in ("private", "open") for i in range(10)}}
-    server = serve(pages_app(pages, robots="User-agent: *\nDisallow: /private/\n"))
+    server = serve(pages, robots="User-agent: *\nDisallow: /private/\n")
     directory = tmp_path / "c"
     asyncio.run(Crawler.create(make_config(seeds=[server.url("/")], budget={"max_pages": 8}), directory).run())
     assert not any(path.startswith("/private/") for path in server.paths())

@@ -147,6 +147,7 @@ def test_a_topics_base_set_is_its_relevant_pages_their_successors_and_predecesso
     store.close()
 
 
+@pytest.mark.slow
 def test_graph_command_prints_and_stores_the_top_pages(tmp_path):
     crawl_database(tmp_path).close()
     run = subprocess.run([sys.executable, "-m", "focuscrawl", "graph", str(tmp_path / "crawl"), "--top", "2", "--json"],

@@ -24,6 +24,8 @@ from focuscrawl.crawler import Crawler
 from focuscrawl.store import WarcArchive
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
+pytestmark = pytest.mark.slow
+
 CONCURRENCY = 4
 
 

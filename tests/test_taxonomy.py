@@ -9,7 +9,6 @@ import sys
 
 import pytest
 import yaml
-from aiohttp import web
 
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
@@ -68,23 +67,8 @@ TEXTS = {
 
 @pytest.fixture()
 def example_server(serve):
-    hits = []
-
-    async def handle(request):
-        hits.append(request.path)
-        name = request.path.strip("/")
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
-        if name not in TEXTS:
-            raise web.HTTPNotFound()
-        return web.Response(text=f"<html><title>{name}</title><body><p>{TEXTS[name]}</p></body></html>",
-                            content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    server = serve(app)
-    server.hits = hits
-    return server
+    return serve({f"/{name}": f"<html><title>{name}</title><body><p>{text}</p></body></html>"
+                  for name, text in TEXTS.items()})
 
 
 def test_bookmarks_with_nested_folders_and_others_import_into_the_right_tree(tmp_path):
@@ -190,6 +174,7 @@ def test_a_root_without_negatives_is_refused_with_a_clear_error(example_server, 
         _import(root, tmp_path / "t")
 
 
+@pytest.mark.slow
 def test_topics_import_and_show_commands(example_server, tmp_path):
     path = tmp_path / "bookmarks.html"
     path.write_text(FIREFOX_EXPORT.format(base=example_server.url("").rstrip("/")))
@@ -221,12 +206,12 @@ def test_topics_train_after_editing_the_tree_uses_the_cached_examples(example_se
     tree = yaml.safe_load((tmp_path / "t" / "taxonomy.yml").read_text())
     tree["children"][1]["indicators"] = ["Monet", "Renoir"]
     (tmp_path / "t" / "taxonomy.yml").write_text(yaml.safe_dump(tree))
-    fetched_before = len(example_server.hits)
+    fetched_before = len(example_server.requests)
     run = subprocess.run([sys.executable, "-m", "focuscrawl", "topics", "train", str(tmp_path / "t")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "indicators: Monet, Renoir" in run.stdout
-    assert len(example_server.hits) == fetched_before  # nothing fetched again
+    assert len(example_server.requests) == fetched_before  # nothing fetched again
     model = TaxonomyModel.load(tmp_path / "t")
     assert model.min_features == 1  # the options of the first training
     assert model.assign(page).topic is None and model.assign(page + " by Monet").topic == "Root/Arts"

@@ -32,6 +32,8 @@ from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.topics import import_taxonomy, read_file_text, read_folder_tree
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="session")
 def small_web(tmp_path_factory) -> Path:
