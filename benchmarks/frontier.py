@@ -21,8 +21,8 @@ from pathlib import Path
 
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.frontier import Frontier
-from focuscrawl.store import QUEUED, Store
+
+from focuscrawl.store import QUEUED, SqliteFrontier, Store
 
 
 def fill(store: Store, urls: int, hosts: int, parents: int, rng: random.Random) -> None:
@@ -43,7 +43,7 @@ def measure(directory: Path, order: str, handouts: int, rng: random.Random) -> d
     config = validate_config({"seeds": ["http://seed.test/"], "strategy": "bfs", "politeness": {"min_interval": 0.0}},
                              "benchmark")  # the defaults of the frontier; the strategy is not used
     store = Store(directory, warc=False)
-    frontier = Frontier(store.db, Hosts(config), order, config.frontier.band, config.frontier.link_clusters)
+    frontier = SqliteFrontier(store.db, Hosts(config), order, config.frontier.band, config.frontier.link_clusters)
     clock = time.perf_counter()
     frontier.load()
     loaded = time.perf_counter() - clock

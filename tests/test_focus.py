@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from focuscrawl.config import validate_config
-from focuscrawl.crawler import CRITIC_FILE, Crawler
+from focuscrawl.crawler import Crawler
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.focus import select_archetypes
-from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END, Frontier
+from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END
 from focuscrawl.graph import TopicGraph, bharat_henzinger
 from focuscrawl.learn import Critic, Judgement
-from focuscrawl.store import SKIPPED, Store
+from focuscrawl.store import SKIPPED, CrawlDir, SqliteFrontier, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
@@ -152,7 +152,7 @@ def test_retraining_changes_the_critic_persists_it_and_survives_resume(synthetic
     assert steps, "no retraining happened"
     _, _, first = steps[0]
     assert first["archetypes"] > 0 and first["added"] and "features_added" in first and "harvest_before" in first
-    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
     assert len(saved.examples_[0]) == 10  # the originals stay the originals
     probe = "socket connection timeout address family host port"
     original = type(saved)(saved.classifier).fit(*saved.examples_)
@@ -193,7 +193,7 @@ def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthet
     assert first["archetypes"] == positives > 0  # §2.5.3: every positive page of the learning phase
     # ... and they stay training data: later retrainings add to them, the critic keeps them as examples
     assert first["training_basis"] == positives
-    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
     assert len(saved.examples_[0]) >= 10 + positives
 
 
@@ -205,13 +205,13 @@ def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
     (step,) = adaptations(directory)
     assert step[1] == "pseudo examples" and step[0] == 30
     assert (step[2]["pseudo_positives"], step[2]["pseudo_negatives"]) == (15, 30)
-    saved = pickle.loads((directory / CRITIC_FILE).read_bytes())
+    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
     assert len(saved.examples_[0]) == 10  # retrained on originals + pseudo examples, originals kept apart
 
 
 def test_the_bounded_queue_drops_the_lowest_priorities_and_a_later_link_brings_one_back(tmp_path):
     store = Store(tmp_path / "crawl", warc=False)
-    frontier = Frontier(store.db, Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})))
+    frontier = SqliteFrontier(store.db, Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})))
     with store.transaction():
         ids = frontier.add([(f"http://h{i % 3}.test/{i}", f"h{i % 3}.test", i / 100, None) for i in range(30)], 1, None)
         assert frontier.trim(20) == 10

@@ -35,7 +35,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.learn import ModelError
 from focuscrawl.parse import DecodeError, parse_html
-from focuscrawl.store import open_existing
+from focuscrawl.store import CrawlDir, open_existing, queries
 from focuscrawl.text import Analyzer, LeafTerms
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class TermIds:
     def __init__(self, db: sqlite3.Connection):
         """Build again after a rolled-back transaction: the ids it gave out were lost with it."""
         self.db = db
-        self.ids = dict(db.execute("SELECT term, id FROM apprentice_terms"))
+        self.ids = queries.apprentice_terms(db)
         self.next_id = max(self.ids.values(), default=-1) + 1
 
     def __call__(self, terms: list[str]) -> list[int]:
@@ -59,7 +59,7 @@ class TermIds:
             new = list(dict.fromkeys(t for t, i in zip(terms, ids) if i is None))  # the lookups already made
             start, self.next_id = self.next_id, self.next_id + len(new)
             self.ids.update((t, start + i) for i, t in enumerate(new))
-            self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", [(t, self.ids[t]) for t in new])
+            queries.add_apprentice_terms(self.db, [(t, self.ids[t]) for t in new])
             ids = list(map(self.ids.__getitem__, terms))
         return ids
 
@@ -363,12 +363,8 @@ def _pieces(joined, lengths):
 
 def median_score(db: sqlite3.Connection) -> float:
     """The median critic score of the pages judged so far: the boundary of the two buckets."""
-    count = db.execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
-    if not count:
-        return HIGH
-    row = db.execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance LIMIT 1 OFFSET ?",
-                     (count // 2,)).fetchone()
-    return float(row[0])
+    median = queries.median_relevance(db)
+    return HIGH if median is None else median
 
 
 def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, url_words: bool = False,
@@ -379,15 +375,12 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
     reference that knows every page's class), every link out of a judged page is an instance
     and v's score is ``label(v)``."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
-        relevance = dict(db.execute(
-            "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
-            " UNION ALL SELECT f.final_url, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
-            " WHERE d.relevance IS NOT NULL"))
+        relevance = queries.relevance_by_url(db)
     score_of_target = label or relevance.__getitem__
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []
-    for path in sorted((Path(directory) / "warc").glob("*.warc.gz")):
+    for path in sorted(CrawlDir(directory).warc.glob("*.warc.gz")):
         with open(path, "rb") as handle:
             for record in ArchiveIterator(handle):
                 url = record.rec_headers.get_header("WARC-Target-URI")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import aiohttp
@@ -26,6 +26,7 @@ import yaml
 from focuscrawl.config import dump_config, validate_config
 from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config
 from focuscrawl.fetch.http import HostMapResolver
+from focuscrawl.store import queries
 from focuscrawl.testweb.synthetic import build_site, topic_config
 
 
@@ -88,13 +89,12 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"the crawl failed: {crawler.stderr.read().strip()}")
         server_cpu = _cpu_seconds(server.process.pid)
-        db = sqlite3.connect(out / "crawl.db")
-        urls = [url for (url,) in db.execute("SELECT final_url FROM fetches WHERE status = 200")]
+        with closing(queries.read_only(out)) as db:
+            urls, first, last, fetched = queries.fetch_summary(db)
+            stages = json.loads(queries.meta(db)["stage_seconds"])
         server_rate = asyncio.run(_request_rate(urls[:3000] * max(1, 3000 // max(1, len(urls))), server.host_map))
     finally:
         server.close()
-    first, last, fetched = db.execute("SELECT MIN(fetched_at), MAX(fetched_at + seconds), COUNT(*) FROM fetches").fetchone()
-    stages = json.loads(dict(db.execute("SELECT key, value FROM meta"))["stage_seconds"])
     crawl_seconds = last - first
     cpu = usage.ru_utime + usage.ru_stime
     return {

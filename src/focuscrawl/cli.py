@@ -27,13 +27,14 @@ from focuscrawl.evaluate.apprentice_report import apprentice_report
 from focuscrawl.evaluate.harness import DEFAULT_CONCURRENCY, EvalInterrupted, run_eval
 from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
-from focuscrawl.graph import analyse, crawl_topics, save_scores
+from focuscrawl.graph import analyse, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
                                train_taxonomy)
-from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, crawl_status, export_rows, open_existing, upgrade_schema
+from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, queries,
+                              transaction, upgrade_schema)
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
 from focuscrawl.testweb.groundtruth import write_topics
@@ -53,7 +54,7 @@ def _fail(message: str) -> None:
 
 
 def _setup_logging(directory: Path) -> None:
-    handler = logging.FileHandler(directory / "crawl.log", encoding="utf-8")
+    handler = logging.FileHandler(CrawlDir(directory).log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -541,11 +542,10 @@ def graph(
         db = open_existing(directory)
         upgrade_schema(db)  # a crawl made before link analysis has no link_scores table
         report = {}
-        for topic in crawl_topics(db):
+        for topic in queries.crawl_topics(db):
             scores = analyse(db, topic)
-            db.execute("BEGIN")
-            save_scores(db, scores)
-            db.execute("COMMIT")
+            with transaction(db):
+                save_scores(db, scores)
             report[topic] = {kind: [{"url": scores.graph.urls[i], "hub": float(scores.hubs[i]),
                                      "authority": float(scores.authorities[i]), "pagerank": float(scores.pagerank[i]),
                                      "confidence_pagerank": float(scores.confidence_pagerank[i])}

@@ -35,16 +35,14 @@ from focuscrawl.focus import Adaptation, Focus, page_class
 from focuscrawl.frontier import HEAD, Frontier, Item, own_priority
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import DONE, QUEUED, CrawlDirError, Store, content_hash, fetch_counts
+from focuscrawl.store import (DONE, CrawlDir, CrawlDirError, SqliteFrontier, Store, content_hash, fetch_counts,
+                              queries)
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.text import Analyzer, stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
 
-CRITIC_FILE = "models/critic.pkl"
-TAXONOMY_CRITIC_FILE = "models/taxonomy.pkl"
-CONFIG_FILE = "config.yml"
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
 DISK_FULL = "disk full"  # the stop reason's start when a write found no space
 # stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
@@ -127,8 +125,10 @@ def read_seeds(config: CrawlConfig) -> list[str]:
 
 
 def critic_file(directory: Path) -> Path | None:
-    return next((directory / name for name in (CRITIC_FILE, TAXONOMY_CRITIC_FILE, MODEL_FILE)
-                 if (directory / name).exists()), None)
+    """The critic of a crawl directory, or of a taxonomy folder (its ``MODEL_FILE``)."""
+    files = CrawlDir(directory)
+    return next((path for path in (files.critic, files.taxonomy_critic, Path(directory) / MODEL_FILE)
+                 if path.exists()), None)
 
 
 def load_critic(path: Path) -> Critic | TaxonomyModel:
@@ -151,10 +151,9 @@ class Crawler:
         settings = config.frontier
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
         clusters = settings.link_clusters if config.strategy not in ("bfs", "dfs") else None
-        self.frontier = Frontier(self.store.db, self.hosts, settings.order, settings.band, clusters)
+        self.frontier: Frontier = SqliteFrontier(self.store.db, self.hosts, settings.order, settings.band, clusters)
         self.rules = UrlRules(config)
-        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or [  # crawls before: depth 0
-            url for (url,) in self.store.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
+        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.apprentice: Apprentice | None = None
         if config.strategy == "apprentice":  # best-first until it is ready
@@ -186,13 +185,13 @@ class Crawler:
     def create(cls, config: CrawlConfig, directory: Path) -> Crawler:
         """A new crawl; input is checked before anything is written."""
         directory = Path(directory)
-        if (directory / "crawl.db").exists():
+        if CrawlDir(directory).exists():
             raise CrawlDirError(f"{directory}: already holds a crawl; continue it with 'focuscrawl resume {directory}'")
         seeds = read_seeds(config)
         expand(config.topic.positive, "topic.positive")
         expand(config.topic.negative, "topic.negative")
         directory.mkdir(parents=True, exist_ok=True)
-        dump_config(config, directory / CONFIG_FILE)
+        dump_config(config, CrawlDir(directory).config)
         crawler = cls(directory, config)
         with crawler.store.transaction():
             crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
@@ -205,10 +204,10 @@ class Crawler:
     @classmethod
     def open(cls, directory: Path, **budget) -> Crawler:
         """An existing crawl, optionally with a new budget (``max_pages=…``)."""
-        directory = Path(directory)
-        if not (directory / "crawl.db").exists():
+        files = CrawlDir(directory)
+        if not files.exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
-        config = load_config(directory / CONFIG_FILE)
+        config = load_config(files.config)
         critic = load_critic(directory) if critic_file(directory) else None
         if budget:
             data = config.model_dump(mode="json")
@@ -216,7 +215,7 @@ class Crawler:
             config = validate_config(data, "command line")
         crawler = cls(directory, config)  # takes the directory's lock before anything is written
         if budget:
-            dump_config(config, directory / CONFIG_FILE)
+            dump_config(config, files.config)
         crawler.critic = critic
         return crawler
 
@@ -244,7 +243,7 @@ class Crawler:
                     await self._train_critic()
                 elif self.critic is None and self.config.topic.taxonomy:
                     self.critic = TaxonomyModel.load(self.config.topic.taxonomy)
-                    self.critic.save(self.directory / TAXONOMY_CRITIC_FILE)  # the crawl keeps the model it used
+                    self.critic.save(self.store.files.taxonomy_critic)  # the crawl keeps the model it used
                 if self.adaptation is not None:
                     self.adaptation.resume()
                 self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
@@ -283,7 +282,7 @@ class Crawler:
 
     async def _train_critic(self) -> None:
         self.critic = await train_critic(self.config, self.fetcher)
-        self.critic.save(self.directory / CRITIC_FILE)
+        self.critic.save(self.store.files.critic)
 
     async def _tick(self, on_progress, every: float) -> None:
         while True:
@@ -492,14 +491,10 @@ class Crawler:
         self.focus = Focus.for_phase(self.config, name, self.seeds)
         self.priority = self.focus.strategy
 
-    def priorities_from_parents(self, where: str, arguments: tuple = ()) -> list[tuple[float, int]]:
-        """(priority, id) of the URLs matching ``where`` (over ``u``), from their parents' scores now
-        (and the parents' own priorities, not a promotion to the head), times what their link
-        cluster has learnt (:meth:`Frontier.learn_cluster`)."""
-        rows = self.store.db.execute(
-            "SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
-            " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
-            f" LEFT JOIN link_clusters c ON c.parent_id = u.parent_id WHERE {where}", arguments).fetchall()
+    def priorities_from_parents(self, rows: list[tuple]) -> list[tuple[float, int]]:
+        """(priority, id) of URLs given with their parents (``queries.queued_with_parents``), from
+        the parents' scores now (and the parents' own priorities, not a promotion to the head),
+        times what their link cluster has learnt (:meth:`SqliteFrontier.learn_cluster`)."""
         return [(self.priority(relevance, depth, url, own_priority(parent or 0.0)) * factor, url_id)
                 for url_id, depth, url, relevance, parent, factor in rows]
 
@@ -507,11 +502,9 @@ class Crawler:
         """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
         the page a tunnel through rejected pages started from; pages that only redirect are passed
         over). A seed is of the topic it exemplifies: with a two-class critic, 'relevant'."""
-        db, url_id, steps = self.store.db, item.parent_id, item.tunnel
+        url_id, steps = item.parent_id, item.tunnel
         while url_id is not None:
-            row = db.execute("SELECT u.parent_id, u.depth, d.relevance, d.topic FROM urls u"
-                             " LEFT JOIN documents d ON d.url_id = u.id WHERE u.id = ?", (url_id,)).fetchone()
-            parent_id, depth, relevance, topic = row
+            parent_id, depth, relevance, topic = queries.path_step(self.store.db, url_id)
             if depth == 0 and not topic:
                 return "relevant"
             if relevance is not None:
@@ -523,7 +516,7 @@ class Crawler:
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
-        critic.save(self.directory / (TAXONOMY_CRITIC_FILE if isinstance(critic, TaxonomyModel) else CRITIC_FILE))
+        critic.save(self.store.files.taxonomy_critic if isinstance(critic, TaxonomyModel) else self.store.files.critic)
         self.critic = critic
 
     def reclassify(self) -> int:
@@ -531,16 +524,14 @@ class Crawler:
         already been classified can optionally be reconsidered"); queued links of accepted pages
         get the strategy's priority from their source's new score."""
         db = self.store.db
-        rows = db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+        rows = queries.judged_texts(db)
         with self.store.transaction():
             for start in range(0, len(rows), 500):
                 chunk = rows[start:start + 500]
                 scores = self.critic.predict_proba([text for _, text in chunk])
-                db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?",
-                               [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
+                queries.set_relevance(db, [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
             if self.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
-                self.store.set_priorities(self.priorities_from_parents(f"u.state = {QUEUED} AND u.tunnel = 0"
-                                                                       f" AND u.priority < {HEAD / 2}"))
+                self.store.set_priorities(self.priorities_from_parents(queries.queued_with_parents(db, HEAD / 2)))
         self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
         self.frontier.resync()
         return len(rows)

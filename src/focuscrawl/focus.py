@@ -32,7 +32,7 @@ from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item, own_priority
-from focuscrawl.store import SKIPPED
+from focuscrawl.store import queries
 from focuscrawl.learn import RELEVANT, Critic, ModelError
 from focuscrawl.taxonomy import TaxonomyError
 
@@ -139,11 +139,8 @@ class Adaptation:
         self.crawler = crawler
         self.settings = crawler.config.adaptation
         store = crawler.store
-        self.window: deque[float] = deque(
-            (r for (r,) in store.db.execute(
-                "SELECT relevance FROM (SELECT d.relevance, d.fetch_id FROM documents d WHERE d.relevance IS NOT NULL"
-                " ORDER BY d.fetch_id DESC LIMIT ?) ORDER BY fetch_id", (self.settings.window,))),
-            maxlen=self.settings.window)
+        self.window: deque[float] = deque(queries.recent_relevance(store.db, self.settings.window),
+                                          maxlen=self.settings.window)
         self.positives = self._count_positives()
         self.last_trigger = int(store.get_meta("adaptation_last_pages", "0"))
         self.last_positives = int(store.get_meta("adaptation_last_positives", "0"))
@@ -186,8 +183,7 @@ class Adaptation:
             self.reorganise(f"harvest rate {self.window_harvest():.3f} over {s.window} pages below {s.harvest_below}")
 
     def _count_positives(self) -> int:
-        return self.crawler.store.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?",
-                                             (RELEVANT,)).fetchone()[0]
+        return queries.count_relevant(self.crawler.store.db, RELEVANT)
 
     def window_harvest(self) -> float | None:
         """The critic-estimated harvest rate (eq. 2.31) over the last ``window`` pages."""
@@ -209,7 +205,7 @@ class Adaptation:
         crawler.set_phase("harvesting")
         with crawler.store.transaction():
             requeued = crawler.frontier.requeue(crawler.priorities_from_parents(
-                "u.state = ? AND u.skip_reason = ?", (SKIPPED, OUT_OF_PHASE)))
+                queries.skipped_with_parents(crawler.store.db, OUT_OF_PHASE)))
             crawler.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
         crawler.frontier.resync()
@@ -228,7 +224,7 @@ class Adaptation:
         clock = time.perf_counter()
         db = crawler.store.db
         detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
-        analyses = [graph.analyse(db, topic) for topic in graph.crawl_topics(db)]
+        analyses = [graph.analyse(db, topic) for topic in queries.crawl_topics(db)]
         if s.retrain:
             detail.update(self._retrain(analyses, admit_all=learning_phase and s.learning_archetypes == "all"))
         with crawler.store.transaction():
@@ -301,9 +297,7 @@ class Adaptation:
         taken over its examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
         crawler, s = self.crawler, self.settings
         g = scores.graph
-        db = crawler.store.db
-        rows = dict(db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
-                               " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (RELEVANT, scores.topic)))
+        rows = queries.confident_pages(crawler.store.db, RELEVANT, scores.topic)
         basis = set(self.basis)  # already training data
         candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
                                if url_id in rows and url not in basis], dtype=np.int64)
@@ -328,10 +322,7 @@ class Adaptation:
         at most ``below``."""
         if count <= 0:
             return []
-        order = "DESC" if best else "ASC"
-        return [t for (t,) in self.crawler.store.db.execute(
-            "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= ? AND text != ''"
-            f" ORDER BY relevance {order}, url_id LIMIT ?", (below, count))]
+        return queries.texts_by_score(self.crawler.store.db, count, best, below)
 
     def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
         """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
@@ -342,8 +333,7 @@ class Adaptation:
         head: dict[int, float] = {}  # target -> the best hub score linking to it
         for scores in analyses:
             for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
-                for (target,) in db.execute("SELECT target_id FROM links WHERE source_id = ? AND nofollow = 0",
-                                            (int(scores.graph.url_ids[i]),)):
+                for target in queries.followed_links(db, int(scores.graph.url_ids[i])):
                     head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
         return self.crawler.frontier.promote(head)
 
@@ -367,15 +357,12 @@ class Adaptation:
     def _log(self, kind: str, detail: dict) -> None:
         """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
         store = self.crawler.store
-        self.measuring = store.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (?, ?, ?, ?)",
-                                          (self.crawler.frontier.done, kind, json.dumps(detail), time.time())).lastrowid
+        self.measuring = queries.log_adaptation(store.db, self.crawler.frontier.done, kind, detail)
         store.set_meta(adaptation_measuring=self.measuring)
 
     def _record_harvest_after(self) -> None:
         store = self.crawler.store
         with store.transaction():
-            (detail,) = store.db.execute("SELECT detail FROM adaptations WHERE id = ?", (self.measuring,)).fetchone()
-            detail = {**json.loads(detail), "harvest_after": self.window_harvest()}
-            store.db.execute("UPDATE adaptations SET detail = ? WHERE id = ?", (json.dumps(detail), self.measuring))
+            queries.add_to_adaptation(store.db, self.measuring, harvest_after=self.window_harvest())
             store.set_meta(adaptation_measuring="")
         self.measuring = None

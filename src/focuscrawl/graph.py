@@ -11,13 +11,13 @@ its edges are the crawl's links between those pages (one edge per pair)."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 
 from focuscrawl.learn import RELEVANT
+from focuscrawl.store import queries
 
 TOLERANCE = 1e-10
 MAX_ITERATIONS = 1000
@@ -128,25 +128,7 @@ def topic_graph(db: sqlite3.Connection, topic: str = "", threshold: float = RELE
     """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
     at least ``threshold`` (into the topic or one of its subtopics), their successors, and
     their known predecessors."""
-    where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
-    arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
-    for table in ("root_set", "base_set"):
-        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
-        db.execute(f"DELETE FROM {table}")
-    db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
-    db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
-               " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
-               " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
-               " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
-    url_ids = np.array([i for (i,) in db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
-    root = np.array([i for (i,) in db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
-    pairs = np.array(db.execute(
-        "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
-        " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
-        dtype=np.int64).reshape(-1, 2)
-    info = {i: (url, host, relevance) for i, url, host, relevance in db.execute(
-        "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
-        " LEFT JOIN documents d ON d.url_id = u.id")}
+    url_ids, root, pairs, info = queries.base_set(db, topic, threshold)
     sources, targets = np.searchsorted(url_ids, pairs[:, 0]), np.searchsorted(url_ids, pairs[:, 1])
     judged = np.array([info[i][2] if info[i][2] is not None else np.nan for i in url_ids.tolist()])
     estimate = np.zeros(len(url_ids))  # an unjudged page: the best confidence of the pages linking to it
@@ -181,17 +163,6 @@ def analyse(db: sqlite3.Connection, topic: str = "", threshold: float = RELEVANT
 
 def save_scores(db: sqlite3.Connection, scores: LinkScores) -> None:
     """Replace the topic's stored scores (call inside a transaction)."""
-    db.execute("DELETE FROM link_scores WHERE topic = ?", (scores.topic,))
-    now = time.time()
-    db.executemany(
-        "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        zip([scores.topic] * scores.graph.size, scores.graph.url_ids.tolist(), scores.hubs.tolist(),
-            scores.authorities.tolist(), scores.pagerank.tolist(), scores.confidence_pagerank.tolist(),
-            [now] * scores.graph.size))
-
-
-def crawl_topics(db: sqlite3.Connection) -> list[str]:
-    """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
-    topics = [t for (t,) in db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
-    return topics or [""]
+    queries.save_link_scores(db, scores.topic, scores.graph.url_ids.tolist(), {
+        "hub": scores.hubs.tolist(), "authority": scores.authorities.tolist(), "pagerank": scores.pagerank.tolist(),
+        "confidence_pagerank": scores.confidence_pagerank.tolist()})

@@ -25,8 +25,7 @@ from scipy import sparse
 
 from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances
 from focuscrawl.config import load_config
-from focuscrawl.crawler import CONFIG_FILE
-from focuscrawl.store import QUEUED, open_existing
+from focuscrawl.store import CrawlDir, open_existing, queries
 from focuscrawl.text import Analyzer, information_gain
 
 WIDEST = 8  # the largest d_max tried
@@ -95,8 +94,8 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
 def _saved_apprentice_figures(directory: Path) -> tuple[dict | None, dict | None]:
     """Fig. 13a and the blend's weights, from the apprentice saved with the crawl (loaded once)."""
     with closing(open_existing(directory)) as db:
-        saved = db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()
-        apprentice = Apprentice.loads(saved[0]) if saved else None
+        saved = queries.load_model(db, "apprentice")
+        apprentice = Apprentice.loads(saved) if saved else None
         return _priorities(db, apprentice), _blend(apprentice)
 
 
@@ -113,10 +112,8 @@ def _blend(apprentice: Apprentice | None) -> dict | None:
 def _priorities(db, apprentice: Apprentice | None) -> dict | None:
     if apprentice is None or not apprentice.trained:
         return None
-    baseline = [p for (p,) in db.execute(
-        "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
-    links = db.execute("SELECT lf.target_id, lf.features, lf.parent_score FROM link_features lf JOIN urls u ON"
-                       " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
+    baseline = queries.queued_parent_scores(db)
+    links = queries.queued_link_instances(db)
     blobs, parents = [blob for _, blob, _ in links], np.array([parent for _, _, parent in links])
     scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.score(blobs)) if links else []
     best: dict[int, float] = {}
@@ -132,7 +129,7 @@ def apprentice_report(directory: Path, out: Path | None = None) -> dict:
     directory = Path(directory)
     out = Path(out or directory / "apprentice-report")
     out.mkdir(parents=True, exist_ok=True)
-    config = load_config(directory / CONFIG_FILE)
+    config = load_config(CrawlDir(directory).config)
     features, labels, held_out = _instances(directory, Analyzer(config.text.language, config.text.stem))
     priorities, blend = _saved_apprentice_figures(directory)
     report = {

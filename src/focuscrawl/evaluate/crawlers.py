@@ -12,7 +12,7 @@ from pathlib import Path
 from focuscrawl.apprentice import crawl_instances, median_score
 from focuscrawl.crawler import Crawler
 from focuscrawl.learn import LEARNERS, Judgement
-from focuscrawl.store import open_existing
+from focuscrawl.store import open_existing, queries
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,7 @@ class _VisitedOnly:
 def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
     """The crawl may fetch only what the baseline fetched: the same pages in its own order."""
     with closing(open_existing(baseline)) as db:
-        visited = {url for (url,) in db.execute(
-            "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
+        visited = queries.visited_urls(db)
     crawler.rules = _VisitedOnly(crawler.rules, visited)
 
 

@@ -19,10 +19,11 @@ from pathlib import Path
 import yaml
 
 from focuscrawl.config import ConfigError, load_config, validate_config
-from focuscrawl.crawler import CONFIG_FILE, Crawler, critic_file, load_critic
+from focuscrawl.crawler import Crawler, critic_file, load_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
+from focuscrawl.store import CrawlDir, queries
 from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
@@ -153,7 +154,7 @@ class Jury:
 
     def __init__(self, webmap: WebMap, members: set[str], seeds: set[str], rng: random.Random):
         held_out = rng.sample(sorted(members - seeds), min(len(seeds), len(members - seeds)))
-        others = sorted(path for (path,) in webmap.db.execute("SELECT path FROM pages") if path not in members)
+        others = sorted(path for path in webmap.page_paths() if path not in members)
         positives = [read_file_text(webmap.root / path) for path in sorted(seeds) + held_out]
         negatives = [read_file_text(webmap.root / path) for path in rng.sample(others, 2 * len(positives))]
         self.critics = [Critic(name).fit(positives, negatives) for name in self.LEARNERS]
@@ -167,11 +168,8 @@ def fetched_pages(directory: Path, is_relevant, target_of, jury: Jury | None = N
     """HTML pages in fetch order with their truth, critic score and jury verdict; and pages/s.
     ``target_of(url)``: the target page a URL reaches, or None; a target reached again under
     another URL (a redirect, ``dir/`` and ``dir/index.html``) counts once for recall."""
-    with closing(sqlite3.connect(directory / "crawl.db")) as db:
-        rows = db.execute(
-            "SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f JOIN documents d ON d.fetch_id = f.id"
-            " ORDER BY f.id"
-        ).fetchall()
+    with closing(queries.read_only(directory)) as db:
+        rows = queries.fetched_documents(db)
     if not rows:
         return [], 0.0
     texts = [text for *_, text in rows if text]
@@ -287,9 +285,9 @@ def _finished_with(directory: Path, config, baseline: Path | None = None) -> boo
     crawl — so that an interrupted ``eval`` run again on the same ``--out`` goes on where it
     stopped instead of crawling everything again."""
     try:
-        stored = load_config(directory / CONFIG_FILE)
-        meta = _meta(directory)
-        if baseline is not None and not float(meta["created_at"]) > float(_meta(baseline)["stopped_at"]):
+        stored = load_config(CrawlDir(directory).config)
+        meta = queries.meta_of(directory)
+        if baseline is not None and not float(meta["created_at"]) > float(queries.meta_of(baseline)["stopped_at"]):
             return False
     except (ConfigError, sqlite3.Error, OSError, KeyError, ValueError):
         return False
@@ -300,18 +298,12 @@ def _finished_with(directory: Path, config, baseline: Path | None = None) -> boo
     return meta.get("state") == "finished" and comparable(stored) == comparable(config)
 
 
-def _meta(directory: Path) -> dict:
-    with closing(sqlite3.connect(f"file:{directory / 'crawl.db'}?mode=ro", uri=True)) as db:
-        return dict(db.execute("SELECT key, value FROM meta"))
-
-
 def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float | None:
     """BINGO! Table 2.3's idea: of the ``count`` fetched pages the crawl's final critic is surest
     of (its saved model re-scores every page; without one, the scores stored), the share that is
     truly relevant."""
-    with closing(sqlite3.connect(directory / "crawl.db")) as db:
-        rows = db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
-                          " WHERE d.relevance IS NOT NULL AND d.duplicate_of IS NULL").fetchall()
+    with closing(queries.read_only(directory)) as db:
+        rows = queries.judged_originals(db)
     if not rows:
         return None
     critic = load_critic(directory) if critic_file(directory) else None

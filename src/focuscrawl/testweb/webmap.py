@@ -165,5 +165,9 @@ class WebMap:
             return "file", path
         return "redirect", url
 
+    def page_paths(self) -> list[str]:
+        """Every page of the web, by its path on disk."""
+        return [path for (path,) in self.db.execute("SELECT path FROM pages")]
+
     def hosts(self) -> list[str]:
         return sorted(self.by_host)

@@ -1,0 +1,65 @@
+"""The crawl directory's files: the one place that knows their names.
+
+    config.yml      the validated configuration the crawl runs with
+    crawl.db        SQLite (WAL): urls (seen set + frontier), fetches, documents, links, hosts, models
+    crawl.lock      held by the one process crawling the directory
+    warc/           request and response records, crawl-NNNNN.warc.gz
+    models/         the critic the crawl judges with (critic.pkl, or taxonomy.pkl / model.pkl)
+    harvest.jsonl   one line per N pages: pages so far and running harvest rate
+    crawl.log       what happened, for people
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CrawlDir:
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def database(self) -> Path:
+        return self.path / "crawl.db"
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yml"
+
+    @property
+    def lock(self) -> Path:
+        return self.path / "crawl.lock"
+
+    @property
+    def warc(self) -> Path:
+        return self.path / "warc"
+
+    @property
+    def models(self) -> Path:
+        return self.path / "models"
+
+    @property
+    def critic(self) -> Path:
+        """A single topic's critic."""
+        return self.models / "critic.pkl"
+
+    @property
+    def taxonomy_critic(self) -> Path:
+        """The taxonomy a crawl was started with, as it used it."""
+        return self.models / "taxonomy.pkl"
+
+    @property
+    def harvest_log(self) -> Path:
+        return self.path / "harvest.jsonl"
+
+    @property
+    def log(self) -> Path:
+        return self.path / "crawl.log"
+
+    def exists(self) -> bool:
+        """Whether a crawl was started here."""
+        return self.database.exists()

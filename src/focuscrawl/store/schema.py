@@ -1,0 +1,183 @@
+"""The crawl database's tables, URL states, connection settings and upgrades of databases made
+by earlier versions."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+
+QUEUED, IN_FLIGHT, DONE, SKIPPED = 0, 1, 2, 3
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
+    host TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    parent_id INTEGER,
+    priority REAL NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,      -- 0 queued, 1 in flight, 2 done, 3 skipped
+    skip_reason TEXT,
+    discovered_at REAL NOT NULL,
+    tunnel INTEGER NOT NULL DEFAULT 0,  -- pages not accepted on the path since the last accepted one (BINGO! tunnelling)
+    queue TEXT NOT NULL DEFAULT ''  -- the frontier's sub-queue: '' or, with per-topic queues, the source's topic
+);
+CREATE TABLE IF NOT EXISTS fetches (
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL REFERENCES urls(id),
+    url TEXT NOT NULL,
+    final_url TEXT,
+    status INTEGER,
+    error TEXT,
+    mime TEXT,
+    headers TEXT,
+    redirects TEXT,
+    depth INTEGER,
+    parent_id INTEGER,
+    fetched_at REAL NOT NULL,
+    seconds REAL,
+    attempts INTEGER,
+    bytes INTEGER,
+    warc_file TEXT,
+    refused INTEGER NOT NULL DEFAULT 0  -- not fetched by our own rules (robots.txt, policy, MIME, size): not a page
+);
+CREATE INDEX IF NOT EXISTS fetches_url ON fetches (url_id);
+CREATE TABLE IF NOT EXISTS documents (
+    url_id INTEGER PRIMARY KEY REFERENCES urls(id),
+    fetch_id INTEGER NOT NULL REFERENCES fetches(id),
+    title TEXT,
+    text TEXT,
+    content_hash TEXT NOT NULL,
+    duplicate_of INTEGER,
+    relevance REAL,
+    canonical TEXT,
+    charset TEXT,
+    noindex INTEGER NOT NULL DEFAULT 0,
+    language_score INTEGER,
+    topic TEXT,  -- with a taxonomy: the deepest topic that accepted the page
+    confidence REAL,  -- BINGO! eq. 2.22 at that topic
+    preview TEXT  -- the topic-specific summary (thesis §2.3.3)
+);
+CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash);
+CREATE TABLE IF NOT EXISTS links (
+    source_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    anchor_text TEXT,
+    leaf_start INTEGER,
+    leaf_end INTEGER,
+    nofollow INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS links_source ON links (source_id);
+CREATE INDEX IF NOT EXISTS links_target ON links (target_id);
+CREATE TABLE IF NOT EXISTS hosts (
+    host TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    crawl_delay REAL
+);
+CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of every admissible link
+    source_id INTEGER NOT NULL,  -- the first page seen with it
+    target_id INTEGER NOT NULL,
+    features BLOB NOT NULL,  -- uint32 ids
+    learnt INTEGER NOT NULL DEFAULT 0,
+    copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
+    parent_score REAL NOT NULL DEFAULT 0.0  -- the best critic score of a page with them (best-first's priority)
+);
+CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- saved with the page that changed them
+CREATE TABLE IF NOT EXISTS adaptations (  -- BINGO! retrainings, phase switches, link analyses (focus.py)
+    id INTEGER PRIMARY KEY,
+    pages INTEGER NOT NULL,  -- URLs handled when it happened
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL,  -- JSON
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS link_scores (  -- the latest link analysis of each topic's base set (graph.py)
+    topic TEXT NOT NULL,  -- a taxonomy path, or '' for a crawl's one topic
+    url_id INTEGER NOT NULL,
+    hub REAL NOT NULL,
+    authority REAL NOT NULL,
+    pagerank REAL NOT NULL,
+    confidence_pagerank REAL NOT NULL,
+    computed_at REAL NOT NULL,
+    PRIMARY KEY (topic, url_id)
+);
+CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how those fetched turned out (frontier.py)
+    parent_id INTEGER PRIMARY KEY,
+    pages INTEGER NOT NULL,  -- fetched and judged
+    relevance REAL NOT NULL,  -- the sum of their critic scores
+    predicted REAL NOT NULL,  -- the sum of their priorities before the factor
+    factor REAL NOT NULL  -- what the queued ones' priorities are multiplied by now
+);
+CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
+"""
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection):
+    """One transaction: committed if the block ends, rolled back if it raises."""
+    db.execute("BEGIN")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:  # after some errors (a full disk) SQLite has rolled back by itself
+            db.execute("ROLLBACK")
+        raise
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives kill -9
+    db.execute("PRAGMA foreign_keys=OFF")
+    db.execute("PRAGMA cache_size=-65536")  # 64 MiB of page cache; the frontier itself stays on disk
+    return db
+
+
+def upgrade_schema(db: sqlite3.Connection) -> None:
+    """Create what is missing: a new crawl's tables, or what an earlier version did not have."""
+    db.executescript(SCHEMA)
+    _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
+    added = _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
+                                                       "parent_score": "REAL NOT NULL DEFAULT 0.0"})
+    if "parent_score" in added:  # the first page seen with the link stands for its best source
+        db.execute("UPDATE link_features SET parent_score = COALESCE("
+                   "(SELECT relevance FROM documents WHERE url_id = source_id), 0.0)")
+        db.commit()
+    _add_missing_columns(db, "fetches", {"refused": "INTEGER NOT NULL DEFAULT 0"})
+    _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
+    db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
+    db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
+    db.execute("CREATE INDEX IF NOT EXISTS urls_queue ON urls (queue, host, priority DESC, id) WHERE state = 0")
+    db.execute("CREATE INDEX IF NOT EXISTS urls_parent ON urls (parent_id) WHERE state = 0")  # a link cluster's queued URLs
+    _merge_link_feature_copies(db)
+
+
+def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> list[str]:
+    """Crawl databases made by an earlier version gain the columns added since (returned)."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    added = [name for name in columns if name not in present]
+    for name in added:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {columns[name]}")
+    db.commit()
+    return added
+
+
+def _merge_link_feature_copies(db: sqlite3.Connection) -> None:
+    """One row per target and features, the others counted as its copies: re-scoring reads each
+    distinct link once (a crawl made before this kept a row per link, merged here once)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features_distinct'").fetchone():
+        return
+    db.execute("BEGIN")
+    db.execute("DROP INDEX IF EXISTS link_features_target")
+    db.execute("CREATE TEMP TABLE merged (kept INTEGER PRIMARY KEY, copies INTEGER, learnt INTEGER)")
+    db.execute("INSERT INTO merged SELECT MIN(rowid), SUM(copies), MAX(learnt) FROM link_features GROUP BY target_id, features")
+    db.execute("DELETE FROM link_features WHERE rowid NOT IN (SELECT kept FROM merged)")
+    db.execute("UPDATE link_features SET (copies, learnt) = (SELECT copies, learnt FROM merged WHERE kept = link_features.rowid)")
+    db.execute("DROP TABLE merged")
+    db.execute("CREATE UNIQUE INDEX link_features_distinct ON link_features (target_id, features)")
+    db.execute("COMMIT")

@@ -1,0 +1,23 @@
+"""The rooms keep to themselves: only the store touches the crawl database."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "focuscrawl"
+# the store owns the crawl database; the test web's map (testweb/) is a database of its own
+OWNERS = (SOURCE / "store", SOURCE / "testweb")
+SQL = re.compile(r"sqlite3\.connect|\b(SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA|BEGIN|COMMIT)\b[ \"(]")
+
+
+def test_no_module_outside_the_store_opens_the_crawl_database_or_writes_sql():
+    offending = [f"{path.relative_to(SOURCE)}:{number}: {line.strip()}"
+                 for path in sorted(SOURCE.rglob("*.py")) if not any(owner in path.parents for owner in OWNERS)
+                 for number, line in enumerate(path.read_text().splitlines(), 1) if SQL.search(line)]
+    assert not offending, "\n".join(offending)
+
+
+def test_the_check_finds_sql_where_it_is():
+    assert SQL.search('db.execute("SELECT url FROM urls")') and SQL.search("sqlite3.connect(path)")
+    assert not SQL.search("select the best URL") and not SQL.search("# updates the frontier")
