@@ -340,7 +340,7 @@ def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
     before = [db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%")]
     assert before[0] == pytest.approx(before[1])  # best-first: every out-link of a hub inherits the hub's score
     crawler = Crawler.open(directory)
-    crawler._train_apprentice()
+    crawler.apprentice.train()
     after = [db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%")]
     assert after[0] > after[1] + 0.2
     crawler.frontier.load()
@@ -352,8 +352,8 @@ def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(i
     crawler = Crawler.open(idiom_crawl("apprentice", 40, batch=10_000, blend=False, rescore_growth=0.25))
     due = []
     for learnt in (0, 100, 110, 124, 125, 150, 157):
-        crawler.apprentice.instances = np.array([learnt / 2, learnt / 2])
-        due.append(crawler._rescore_due())
+        crawler.apprentice.model.instances = np.array([learnt / 2, learnt / 2])
+        due.append(crawler.apprentice.rescore_due())
     assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
     crawler.store.close()
 
@@ -362,7 +362,7 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     directory = idiom_crawl("apprentice", 80, batch=10_000, blend=False)
     db = sqlite3.connect(directory / "crawl.db")
     crawler = Crawler.open(directory)
-    crawler._train_apprentice()
+    crawler.apprentice.train()
     # three more links to each of ten queued URLs; every link gets a last feature of its own,
     # which alone decides its (made-up) score, so each URL's best link must be looked for
     links = db.execute("SELECT lf.source_id, lf.target_id, lf.features FROM link_features lf JOIN urls u"
@@ -376,14 +376,14 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                       " WHERE u.state = 0").fetchall()
     score_of = {blob: int.from_bytes(blob[-4:], "little") / 2**32 for _, blob in rows}
-    crawler.apprentice.score = lambda blobs: np.array([score_of[b] for b in blobs])
+    crawler.apprentice.model.score = lambda blobs: np.array([score_of[b] for b in blobs])
     expected: dict[int, float] = {}
     for target, blob in rows:
         expected[target] = max(expected.get(target, 0.0), score_of[blob])
     for chunk in (1, 3, 50_000):
         db.execute("UPDATE urls SET priority = -1 WHERE state = 0")
         db.commit()
-        assert crawler._rescore_frontier(chunk=chunk) == len(expected)
+        assert crawler.apprentice.rescore_frontier(chunk=chunk) == len(expected)
         crawler.store.db.commit()
         assert dict(db.execute("SELECT id, priority FROM urls WHERE state = 0")) == pytest.approx(expected)
     crawler.store.close()
@@ -442,7 +442,7 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
     assert offline_harvest > base_harvest + 0.1
     resumed = Crawler.open(offline)  # the apprentice learnt from the baseline is saved with the crawl
-    assert resumed.apprentice.ready and resumed.apprentice.blend.fitted
+    assert resumed.apprentice.model.ready and resumed.apprentice.model.blend.fitted
     resumed.store.close()
     assert recall_urls <= base_urls  # §3.6: only what the baseline visited
     online = idiom_crawl("apprentice", 150, batch=20, name="recall-online",
@@ -460,7 +460,7 @@ def test_the_truth_apprentice_learns_the_labels_it_is_given_not_the_critics(idio
     learnt = resumed.store.db.execute("SELECT u.url, lf.copies FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                                       " WHERE lf.learnt = 1").fetchall()
     high = sum(copies for url, copies in learnt if not_chess(url))
-    assert high > 0 and list(resumed.apprentice.instances) == [sum(c for _, c in learnt) - high, high]
+    assert high > 0 and list(resumed.apprentice.model.instances) == [sum(c for _, c in learnt) - high, high]
     resumed.store.close()
 
 

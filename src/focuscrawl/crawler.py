@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import json
 import logging
 import os
@@ -18,15 +17,11 @@ import signal
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
-from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
-                                   median_score, pack, url_features)
+from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
@@ -35,10 +30,10 @@ from focuscrawl.focus import Adaptation, Focus, page_class
 from focuscrawl.frontier import HEAD, Frontier, Item, own_priority
 from focuscrawl.learn import Critic, Judgement, ModelError, load_model
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import (DONE, CrawlDir, CrawlDirError, SqliteFrontier, Store, content_hash, fetch_counts,
+from focuscrawl.store import (CrawlDir, CrawlDirError, SqliteFrontier, Store, content_hash, fetch_counts,
                               queries)
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
-from focuscrawl.text import Analyzer, stopword_score
+from focuscrawl.text import stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
@@ -55,20 +50,6 @@ def out_of_space(error: BaseException) -> bool:
     if isinstance(error, OSError):
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
     return isinstance(error, sqlite3.Error) and error.sqlite_errorcode == sqlite3.SQLITE_FULL
-
-
-@contextmanager
-def gc_paused():
-    """No cyclic garbage collection inside: reading tens of thousands of rows makes as many
-    tuples, none in a cycle, and each burst set off full collections of the crawler's whole
-    heap (about 90 ms of a 300 ms re-scoring of the frontier)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass
@@ -155,24 +136,15 @@ class Crawler:
         self.rules = UrlRules(config)
         self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
-        self.apprentice: Apprentice | None = None
-        if config.strategy == "apprentice":  # best-first until it is ready
-            saved = self.store.load_model("apprentice")
-            self.apprentice = Apprentice.loads(saved) if saved else self.new_apprentice()
-            if (self.apprentice.blend is not None) != config.apprentice.blend:
-                log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
-                            "with" if self.apprentice.blend is not None else "without", config.apprentice.blend)
-            self.term_ids = TermIds(self.store.db)
-            self.analyzer = Analyzer(config.text.language, config.text.stem)
-        # a target URL's label for the apprentice instead of the critic's score (eval's reference with the truth)
-        self.instance_label: Callable[[str], float] | None = None
+        # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
+        self.stage_seconds: Counter[str] = Counter()
+        self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.stage_seconds)
+                           if config.strategy == "apprentice" else None)  # best-first until it is ready
         self.critic: Critic | TaxonomyModel | None = None
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []
         self._changed: asyncio.Event | None = None
         self._recorded_hosts: dict[str, tuple] = {}
-        # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
-        self.stage_seconds: Counter[str] = Counter()
         fetched, errors, refused, _ = fetch_counts(self.store.db)
         total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
@@ -341,7 +313,7 @@ class Crawler:
         """The page's transaction was rolled back: bring the memory back in line with the database."""
         self.frontier.resync()
         if self.apprentice is not None:
-            self.term_ids = TermIds(self.store.db)  # ids handed out in the lost transaction are gone
+            self.apprentice.rolled_back()
 
     def _record_internal_error(self, item: Item, started_at: float) -> None:
         """Record the URL as failed, so that a page the crawler cannot handle is not fetched again."""
@@ -380,7 +352,7 @@ class Crawler:
                     relevance, follow = 0.0, False
                 elif self.critic is not None:
                     if self.apprentice is not None:  # it needs the leaves' terms: the critic counts them too
-                        self.analyzer.page_terms(page)
+                        self.apprentice.prepare(page)
                     judgement = self.critic.judge(page)
                     relevance = judgement.relevance
         clock = self._lap("classify", clock)
@@ -400,13 +372,8 @@ class Crawler:
                 self.frontier.learn_cluster(item, relevance)
             self._record_host_state(item.host)
         self._lap("store", clock)
-        if self.apprentice is not None and self.frontier.done % self.config.apprentice.batch == 0:
-            try:
-                self._train_apprentice()
-            except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
-                log.exception("apprentice: training failed; continuing with the saved model")
-                saved = self.store.load_model("apprentice")
-                self.apprentice = Apprentice.loads(saved) if saved else self.new_apprentice()
+        if self.apprentice is not None:
+            self.apprentice.after_page()
         self._count(response, relevance)
         if judgement is not None and judgement.topic:
             self.progress.topics[judgement.topic] += 1
@@ -444,26 +411,15 @@ class Crawler:
             found.append((link.url, host, priority, reason))
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = self._with_link_context(page, found)
-        known = None
-        if self.apprentice is not None:
-            # features only for links that can still be scored or learnt: to URLs not yet fetched
-            known = self.frontier.known([url for url, _, _, _ in found])
-            wanted = [i for i, (url, _, _, reason) in enumerate(found)
-                      if reason is None and (url not in known or known[url][1] != DONE)]
-            features = self._link_features(page, judgement, wanted)
-            if self.apprentice.ready and wanted:
-                for i, p in zip(wanted, self.apprentice.priority(features, np.full(len(wanted), relevance or 0.0))):
-                    url, host, _, reason = found[i]
-                    found[i] = (url, host, float(p), reason)
+        scored = self.apprentice.score_links(page, judgement, relevance, found) if self.apprentice else None
         queue = (page_class(relevance, topic) or item.queue
                  if self.config.focus.queues == "per-topic" else "")
-        targets = self.frontier.add(found, depth, item.url_id, known, plan.tunnel, queue)
+        targets = self.frontier.add(found, depth, item.url_id, scored and scored.known, plan.tunnel, queue)
         max_queued = self.config.focus.max_queued
         if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
-        if self.apprentice is not None:
-            self.store.record_link_features([(item.url_id, targets[i], blob, relevance or 0.0)
-                                             for i, blob in zip(wanted, pack(features))])
+        if scored is not None:
+            self.apprentice.record(item.url_id, targets, scored, relevance)
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)
@@ -536,96 +492,6 @@ class Crawler:
         self.frontier.resync()
         return len(rows)
 
-    def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
-        """The apprentice's features of the page's links ``wanted`` (indices into page.links):
-        ⟨t, d⟩, and the optional families."""
-        settings = self.config.apprentice
-        spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-        features = link_features(self.analyzer.page_terms(page), [spans[i] for i in wanted], self.term_ids, settings.d_max)
-        if settings.class_features and judgement is not None:
-            topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
-            page_classes = class_features(topic, self.term_ids, settings.d_max)
-            features = [np.concatenate([f, page_classes]) for f in features]
-        if settings.url_words:
-            words = url_features([page.links[i].url for i in wanted], self.term_ids, settings.d_max)
-            features = [np.concatenate([f, w]) for f, w in zip(features, words)]
-        if settings.cocitation:
-            scores = self.store.relevance_of([link.url for link in page.links])
-            judged = {i: scores[link.url] > self.apprentice.split for i, link in enumerate(page.links) if link.url in scores}
-            cocited = cocitation_features(spans, [link.url for link in page.links], judged, self.term_ids, settings.d_max)
-            features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
-        return features
-
-    def new_apprentice(self) -> Apprentice:
-        return Apprentice(self.config.apprentice.d_max, blend=self.config.apprentice.blend)
-
-    def _train_apprentice(self) -> None:
-        """§2.2 and §3.7: learn the links whose targets were judged since the last batch, then,
-        when due, re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
-        clock = time.perf_counter()
-        with gc_paused(), self.store.transaction():
-            instances = self.store.take_new_instances()
-            if instances:
-                blobs, relevance, copies, parents, targets = zip(*instances)
-                if self.instance_label is not None:
-                    urls = self.store.urls_of(list(targets))
-                    relevance = [self.instance_label(urls[target]) for target in targets]
-                self.apprentice.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
-                                      np.array(copies))
-            rescored = self._rescore_frontier() if self._rescore_due() else 0
-            if rescored:
-                self.frontier.reapply_clusters()
-            self.store.save_model("apprentice", self.apprentice.dumps())
-            if self.apprentice.ready and self.store.get_meta("apprentice_switched_in_at") is None:
-                self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
-        if rescored:
-            self.frontier.resync()
-        self.stage_seconds["apprentice"] += time.perf_counter() - clock
-        blend = self.apprentice.blend
-        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", len(instances),
-                 *self.apprentice.instances, rescored,
-                 "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights[:2])
-                 if blend is not None and blend.fitted else "")
-
-    def _rescore_due(self) -> bool:
-        """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
-        instances than at the last re-scoring (by default, twice as many): the early batches,
-        which change it most, still each re-score, and re-scoring costs about two passes over the
-        final frontier in all (a geometric series), not one per batch (the frontier grows with the
-        crawl). Links found meanwhile get the current model's score."""
-        if not self.apprentice.ready:
-            return False
-        learnt = float(self.apprentice.instances.sum())
-        last = self.store.get_meta("apprentice_rescored_at")
-        if last is not None and learnt < float(last) * (1 + self.config.apprentice.rescore_growth):
-            return False
-        self.store.set_meta(apprentice_rescored_at=learnt)
-        return True
-
-    def _rescore_frontier(self, chunk: int = 50000) -> int:
-        """New priorities for the queued URLs, the best of each one's incoming links, read chunk
-        by chunk in target order (never all in memory); a target whose links straddle two
-        chunks keeps the best of both."""
-        rescored = 0
-        carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
-        links = self.store.queued_link_features()
-        while block := links.fetchmany(chunk):
-            targets, blobs, parents = zip(*block)
-            targets, scores = np.array(targets), self.apprentice.priority(list(blobs), np.array(parents))
-            starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
-            best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
-            if carried is not None and carried[0] == firsts[0]:
-                best[0] = max(best[0], carried[1])
-            elif carried is not None:
-                firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
-            carried = (int(firsts[-1]), float(best[-1]))
-            self.store.set_priorities(list(zip(best[:-1].tolist(), firsts[:-1].tolist())))
-            rescored += len(firsts) - 1
-        if carried is not None:
-            self.store.set_priorities([(carried[1], carried[0])])
-            rescored += 1
-        return rescored
-
     def _queue_redirect(self, item: Item, target: str) -> None:
         """A redirect to another host (or a <meta> refresh) is a link of the same depth and
         priority, fetched when that host is ready; the link table keeps the edge (without
@@ -634,7 +500,7 @@ class Crawler:
         (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id,
                                          tunnel=item.tunnel, queue=item.queue)
         if self.apprentice is not None:
-            self.store.retarget_link_features(item.url_id, target_id)
+            self.apprentice.retarget(item.url_id, target_id)
         self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
 
     def _record_host_state(self, name: str) -> None:

@@ -54,13 +54,13 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path,
                         label: Callable[[str], float] | None = None) -> None:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more (``label``: see ``crawl_instances``)."""
-    features, scores, sources, parents = crawl_instances(baseline, crawler.analyzer, crawler.term_ids,
-                                                         crawler.apprentice.d_max, crawler.config.apprentice.url_words,
+    features, scores, sources, parents = crawl_instances(baseline, crawler.apprentice.analyzer, crawler.apprentice.term_ids,
+                                                         crawler.apprentice.model.d_max, crawler.config.apprentice.url_words,
                                                          label)
     with closing(open_existing(baseline)) as db:
-        crawler.apprentice.learn_at_once(features, scores, parents, sources, median_score(db))
+        crawler.apprentice.model.learn_at_once(features, scores, parents, sources, median_score(db))
     with crawler.store.transaction():  # saved, so that a resumed crawl goes on with it
-        crawler.store.save_model("apprentice", crawler.apprentice.dumps())
+        crawler.store.save_model("apprentice", crawler.apprentice.model.dumps())
 
 
 class _VisitedOnly:
@@ -83,7 +83,7 @@ def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
 def _truth_labels(crawler: Crawler, is_relevant, baseline=None) -> None:
     """The apprentice's instances labelled by the truth of their targets; the SVM critic still
     judges the pages (best-first before the switch-in, the blend's source scores)."""
-    crawler.instance_label = _truth(is_relevant)
+    crawler.apprentice.instance_label = _truth(is_relevant)
 
 
 def _truth(is_relevant: Callable[[str], bool]) -> Callable[[str], float]:

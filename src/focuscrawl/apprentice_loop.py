@@ -1,0 +1,197 @@
+"""The apprentice during a crawl (Chakrabarti et al. §2.2, §3.7): features of every new link,
+its priority once the apprentice is ready, the instances recorded in the page's transaction,
+and a batch of learning with a re-scoring of the frontier every ``apprentice.batch`` pages.
+The model itself is :class:`focuscrawl.apprentice.Apprentice`."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
+                                   median_score, pack, url_features)
+from focuscrawl.config import CrawlConfig
+from focuscrawl.frontier import Frontier
+from focuscrawl.learn import Judgement
+from focuscrawl.parse import Page
+from focuscrawl.store import DONE, Store
+from focuscrawl.text import Analyzer
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection inside: reading tens of thousands of rows makes as many
+    tuples, none in a cycle, and each burst set off full collections of the crawler's whole
+    heap (about 90 ms of a 300 ms re-scoring of the frontier)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass
+class ScoredLinks:
+    """What the apprentice made of a page's links, kept until their URL ids are known."""
+
+    known: dict[str, list]  # the frontier's record of those URLs already seen
+    wanted: list[int]  # the links (indices into the page's) with features: to URLs not yet fetched
+    features: list[np.ndarray]
+
+
+class ApprenticeLoop:
+    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier, stage_seconds: Counter):
+        self.settings = config.apprentice
+        self.store, self.frontier, self.stage_seconds = store, frontier, stage_seconds
+        self.model = self._saved_or_new()
+        if (self.model.blend is not None) != self.settings.blend:
+            log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
+                        "with" if self.model.blend is not None else "without", self.settings.blend)
+        self.term_ids = TermIds(store.db)
+        self.analyzer = Analyzer(config.text.language, config.text.stem)
+        # a target URL's label instead of the critic's score (eval's reference with the truth)
+        self.instance_label: Callable[[str], float] | None = None
+
+    def _saved_or_new(self) -> Apprentice:
+        saved = self.store.load_model("apprentice")
+        return Apprentice.loads(saved) if saved else Apprentice(self.settings.d_max, blend=self.settings.blend)
+
+    def prepare(self, page: Page) -> None:
+        """The page's leaf terms, worked out once for the critic and the link features."""
+        self.analyzer.page_terms(page)
+
+    def score_links(self, page: Page, judgement: Judgement | None, relevance: float | None,
+                    found: list[tuple]) -> ScoredLinks:
+        """Features of the admissible links to URLs not fetched yet; once the apprentice is ready,
+        their priorities in ``found`` (url, host, priority, skip reason) become its own."""
+        known = self.frontier.known([url for url, _, _, _ in found])
+        wanted = [i for i, (url, _, _, reason) in enumerate(found)
+                  if reason is None and (url not in known or known[url][1] != DONE)]
+        features = self._link_features(page, judgement, wanted)
+        if self.model.ready and wanted:
+            for i, p in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0))):
+                url, host, _, reason = found[i]
+                found[i] = (url, host, float(p), reason)
+        return ScoredLinks(known, wanted, features)
+
+    def record(self, source_id: int, targets: list[int], links: ScoredLinks, relevance: float | None) -> None:
+        """The links' instances, learnt once their targets are judged (inside the page's transaction)."""
+        self.store.record_link_features([(source_id, targets[i], blob, relevance or 0.0)
+                                         for i, blob in zip(links.wanted, pack(links.features))])
+
+    def retarget(self, source_id: int, target_id: int) -> None:
+        """A redirect: the link's instance now points at where it led."""
+        self.store.retarget_link_features(source_id, target_id)
+
+    def rolled_back(self) -> None:
+        """The page's transaction was rolled back: the term ids it handed out are gone."""
+        self.term_ids = TermIds(self.store.db)
+
+    def after_page(self) -> None:
+        """Every ``batch`` pages: learn, and re-score the frontier when due."""
+        if self.frontier.done % self.settings.batch:
+            return
+        try:
+            self.train()
+        except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
+            log.exception("apprentice: training failed; continuing with the saved model")
+            self.model = self._saved_or_new()
+
+    def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
+        """The features of the page's links ``wanted`` (indices into page.links): ⟨t, d⟩, and
+        the optional families."""
+        settings, term_ids = self.settings, self.term_ids
+        spans = [(link.leaf_start, link.leaf_end) for link in page.links]
+        features = link_features(self.analyzer.page_terms(page), [spans[i] for i in wanted], term_ids, settings.d_max)
+        if settings.class_features and judgement is not None:
+            topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
+            page_classes = class_features(topic, term_ids, settings.d_max)
+            features = [np.concatenate([f, page_classes]) for f in features]
+        if settings.url_words:
+            words = url_features([page.links[i].url for i in wanted], term_ids, settings.d_max)
+            features = [np.concatenate([f, w]) for f, w in zip(features, words)]
+        if settings.cocitation:
+            scores = self.store.relevance_of([link.url for link in page.links])
+            judged = {i: scores[link.url] > self.model.split for i, link in enumerate(page.links) if link.url in scores}
+            cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, settings.d_max)
+            features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
+        return features
+
+    def train(self) -> None:
+        """Learn the links whose targets were judged since the last batch, then, when due,
+        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
+        clock = time.perf_counter()
+        with gc_paused(), self.store.transaction():
+            instances = self.store.take_new_instances()
+            if instances:
+                blobs, relevance, copies, parents, targets = zip(*instances)
+                if self.instance_label is not None:
+                    urls = self.store.urls_of(list(targets))
+                    relevance = [self.instance_label(urls[target]) for target in targets]
+                self.model.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
+                                 np.array(copies))
+            rescored = self.rescore_frontier() if self.rescore_due() else 0
+            if rescored:
+                self.frontier.reapply_clusters()
+            self.store.save_model("apprentice", self.model.dumps())
+            if self.model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
+                self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
+        if rescored:
+            self.frontier.resync()
+        self.stage_seconds["apprentice"] += time.perf_counter() - clock
+        blend = self.model.blend
+        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", len(instances),
+                 *self.model.instances, rescored,
+                 "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights[:2])
+                 if blend is not None and blend.fitted else "")
+
+    def rescore_due(self) -> bool:
+        """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
+        instances than at the last re-scoring (by default, twice as many): the early batches,
+        which change it most, still each re-score, and re-scoring costs about two passes over the
+        final frontier in all (a geometric series), not one per batch (the frontier grows with the
+        crawl). Links found meanwhile get the current model's score."""
+        if not self.model.ready:
+            return False
+        learnt = float(self.model.instances.sum())
+        last = self.store.get_meta("apprentice_rescored_at")
+        if last is not None and learnt < float(last) * (1 + self.settings.rescore_growth):
+            return False
+        self.store.set_meta(apprentice_rescored_at=learnt)
+        return True
+
+    def rescore_frontier(self, chunk: int = 50000) -> int:
+        """New priorities for the queued URLs, the best of each one's incoming links, read chunk
+        by chunk in target order (never all in memory); a target whose links straddle two
+        chunks keeps the best of both."""
+        rescored = 0
+        carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
+        links = self.store.queued_link_features()
+        while block := links.fetchmany(chunk):
+            targets, blobs, parents = zip(*block)
+            targets, scores = np.array(targets), self.model.priority(list(blobs), np.array(parents))
+            starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+            best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
+            if carried is not None and carried[0] == firsts[0]:
+                best[0] = max(best[0], carried[1])
+            elif carried is not None:
+                firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
+            carried = (int(firsts[-1]), float(best[-1]))
+            self.store.set_priorities(list(zip(best[:-1].tolist(), firsts[:-1].tolist())))
+            rescored += len(firsts) - 1
+        if carried is not None:
+            self.store.set_priorities([(carried[1], carried[0])])
+            rescored += 1
+        return rescored
+
