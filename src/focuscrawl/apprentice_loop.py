@@ -18,7 +18,7 @@ import numpy as np
 from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
                                    median_score, pack, url_features)
 from focuscrawl.config import CrawlConfig
-from focuscrawl.frontier import Frontier
+from focuscrawl.frontier import Discovered, Frontier
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
 from focuscrawl.store import DONE, Store
@@ -72,7 +72,7 @@ class ApprenticeLoop:
         self.analyzer.page_terms(page)
 
     def score_links(self, page: Page, judgement: Judgement | None, relevance: float | None,
-                    found: list[tuple]) -> ScoredLinks:
+                    found: list[Discovered]) -> ScoredLinks:
         """Features of the admissible links to URLs not fetched yet; once the apprentice is ready,
         their priorities in ``found`` (url, host, priority, skip reason) become its own."""
         known = self.frontier.known([url for url, _, _, _ in found])
@@ -81,8 +81,7 @@ class ApprenticeLoop:
         features = self._link_features(page, judgement, wanted)
         if self.model.ready and wanted:
             for i, p in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0))):
-                url, host, _, reason = found[i]
-                found[i] = (url, host, float(p), reason)
+                found[i] = found[i]._replace(priority=float(p))
         return ScoredLinks(known, wanted, features)
 
     def record(self, source_id: int, targets: list[int], links: ScoredLinks, relevance: float | None) -> None:

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from focuscrawl.bench import bench
 from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
-from focuscrawl.crawler import DISK_FULL, Crawler, Progress, load_critic, out_of_space
+from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
+from focuscrawl.progress import Progress
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report

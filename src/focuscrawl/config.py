@@ -39,7 +39,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Topic(_Section):
+class TopicSettings(_Section):
     """What the user wants: example pages. Each entry is a URL, a file, a folder of files,
     or a text file listing URLs."""
 
@@ -49,13 +49,13 @@ class Topic(_Section):
     taxonomy: str | None = Field(None, description="a folder from 'focuscrawl topics import': focus on all its topics")
 
 
-class Budget(_Section):
+class BudgetSettings(_Section):
     max_pages: int | None = Field(1000, gt=0, description="pages fetched, summed over resumes (URLs refused by robots.txt or policy do not count)")
     max_depth: int | None = Field(None, ge=0, description="links from the nearest seed")
     max_seconds: float | None = Field(None, gt=0, description="wall time of one run")
 
 
-class Politeness(_Section):
+class PolitenessSettings(_Section):
     user_agent: str = Field("focuscrawl/0.1 (focused crawler)", description="add your contact URL or e-mail")
     robots: bool = True
     per_host_connections: int = Field(2, ge=1)
@@ -63,7 +63,7 @@ class Politeness(_Section):
     crawl_delay_cap: float = Field(30.0, ge=0, description="Crawl-delay above this is capped")
 
 
-class Fetch(_Section):
+class FetchSettings(_Section):
     concurrency: int = Field(64, ge=1, description="requests in flight over all hosts")
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(20.0, gt=0, description="longest silence while reading a body")
@@ -84,7 +84,7 @@ class Fetch(_Section):
     loopback_only: bool = Field(False, description="refuse every address outside 127.0.0.0/8")
 
 
-class HostMap(_Section):
+class HostMapSettings(_Section):
     """Reach mirrored sites on loopback without changing their pages."""
 
     hosts: dict[str, str] = Field(default_factory=dict, description="hostname -> address:port")
@@ -100,7 +100,7 @@ class HostMap(_Section):
         return {name.lower(): address for name, address in hosts.items()}
 
 
-class UrlFilter(_Section):
+class UrlFilterSettings(_Section):
     allow: list[str] = Field(default_factory=list, description="regexes; if any, a URL must match one")
     deny: list[str] = Field(default_factory=list, description="regexes; a URL matching one is skipped")
 
@@ -115,7 +115,7 @@ class UrlFilter(_Section):
         return patterns
 
 
-class Text(_Section):
+class TextSettings(_Section):
     language: str = Field("en", description="ISO 639-1 code of the stop-word list and stemmer")
     stem: bool = True
     language_check: bool = Field(False, description="BINGO! §2.3.6 stop-word counting")
@@ -128,7 +128,7 @@ class Text(_Section):
         return language
 
 
-class Learner(_Section):
+class LearnerSettings(_Section):
     learning_rate: float = Field(0.2, gt=0, description="nn-*: back-propagation learning rate (Pant §4.4: 0.1, 0.2, 0.4)")
     epochs: int = Field(500, ge=1, description="nn-*: training epochs")
     selection: Literal["mi", "ig"] | None = Field(None, description="feature selection first (BINGO! §2.3.2); none: Pant")
@@ -136,7 +136,7 @@ class Learner(_Section):
     candidates: int = Field(10000, ge=1, description="only the most frequent topic terms are scored")
 
 
-class Apprentice(_Section):
+class ApprenticeSettings(_Section):
     d_max: int = Field(5, ge=0, le=50, description="largest DOM offset of a <term, offset> feature (Chakrabarti §3.4)")
     batch: int = Field(500, ge=1, description="pages fetched between trainings of the apprentice (§2.2)")
     class_features: bool = Field(False, description="add the critic's class of the page and its prefixes (§3.8)")
@@ -148,7 +148,7 @@ class Apprentice(_Section):
                                           " on held-out instances (off: the paper's apprentice alone)")
 
 
-class Focus(_Section):
+class FocusSettings(_Section):
     """Which pages' links are followed and how far through rejected pages (BINGO! §2.3.3)."""
 
     accept: Literal["any", "soft", "sharp"] = Field(
@@ -164,7 +164,7 @@ class Focus(_Section):
         " leaves around it, Pant & Srinivasan 2006) against its source page's score; none: the source page's alone")
 
 
-class Frontier(_Section):
+class FrontierSettings(_Section):
     """Which queued URL a free connection gets: the order must survive parallel fetching and
     politeness, and one high-scored page must not pour the budget into one site."""
 
@@ -178,7 +178,7 @@ class Frontier(_Section):
         " this many pages (none: the strategy's priorities alone)")
 
 
-class Adaptation(_Section):
+class AdaptationSettings(_Section):
     """BINGO! §2.2.3 archetypes and retraining, learning and harvesting phases; Pant §7.4 pseudo examples."""
 
     retrain: bool = Field(False, description="retrain the critic with archetypes (BINGO!) when a trigger fires")
@@ -204,7 +204,7 @@ class Adaptation(_Section):
     pseudo_negatives: int = Field(30, ge=0, description="bottom pages taken as negatives")
 
 
-class Store(_Section):
+class StoreSettings(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
 
@@ -212,21 +212,21 @@ class Store(_Section):
 class CrawlConfig(_Section):
     seeds: list[str] = Field(default_factory=list)
     seeds_file: str | None = None
-    topic: Topic = Field(default_factory=Topic)
+    topic: TopicSettings = Field(default_factory=TopicSettings)
     classifier: Classifier = "svm-linear"
-    learner: Learner = Field(default_factory=Learner)
+    learner: LearnerSettings = Field(default_factory=LearnerSettings)
     strategy: Strategy = "best-first"
-    apprentice: Apprentice = Field(default_factory=Apprentice)
-    focus: Focus = Field(default_factory=Focus)
-    adaptation: Adaptation = Field(default_factory=Adaptation)
-    frontier: Frontier = Field(default_factory=Frontier)
-    budget: Budget = Field(default_factory=Budget)
-    politeness: Politeness = Field(default_factory=Politeness)
-    fetch: Fetch = Field(default_factory=Fetch)
-    urls: UrlFilter = Field(default_factory=UrlFilter)
-    host_map: HostMap = Field(default_factory=HostMap)
-    text: Text = Field(default_factory=Text)
-    store: Store = Field(default_factory=Store)
+    apprentice: ApprenticeSettings = Field(default_factory=ApprenticeSettings)
+    focus: FocusSettings = Field(default_factory=FocusSettings)
+    adaptation: AdaptationSettings = Field(default_factory=AdaptationSettings)
+    frontier: FrontierSettings = Field(default_factory=FrontierSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    politeness: PolitenessSettings = Field(default_factory=PolitenessSettings)
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
+    urls: UrlFilterSettings = Field(default_factory=UrlFilterSettings)
+    host_map: HostMapSettings = Field(default_factory=HostMapSettings)
+    text: TextSettings = Field(default_factory=TextSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     harvest_log_every: int = Field(50, ge=1, description="pages between lines of harvest.jsonl")
 
     @model_validator(mode="after")

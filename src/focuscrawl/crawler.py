@@ -1,10 +1,6 @@
-"""The crawl loop: take the best ready URL, fetch, parse, score, store, queue its links.
-
-Every page is handled in one SQLite transaction that records the fetch, the document, the
-links, the newly discovered URLs and the URL's own state together. A URL is marked *in flight*
-when handed out and *done* in that transaction, so after a kill -9 the only URLs fetched again
-are those that were in flight (at most once each), and no discovered URL is lost.
-"""
+"""The crawl loop: take the best ready URL, fetch it, hand the page to the per-page path
+(:mod:`focuscrawl.pipeline`), until the budget or the frontier is exhausted. It wires the
+parts: store, frontier, hosts, critic, focus, the apprentice's loop and the adaptation."""
 
 from __future__ import annotations
 
@@ -17,28 +13,24 @@ import signal
 import sqlite3
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-
 
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
-from focuscrawl.focus import Adaptation, Focus, page_class
-from focuscrawl.frontier import HEAD, Frontier, Item, own_priority
-from focuscrawl.learn import Critic, Judgement, ModelError, load_model
-from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.store import (CrawlDir, CrawlDirError, SqliteFrontier, Store, content_hash, fetch_counts,
-                              queries)
+from focuscrawl.focus import Adaptation, Focus
+from focuscrawl.frontier import Frontier, Item
+from focuscrawl.learn import Critic, ModelError, load_model
+from focuscrawl.pipeline import PagePipeline
+from focuscrawl.progress import Progress
+from focuscrawl.store import CrawlDir, CrawlDirError, SqliteFrontier, Store, fetch_counts, queries
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
-from focuscrawl.text import stopword_score
 from focuscrawl.topics import expand, train_critic
 
 log = logging.getLogger(__name__)
 
-CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
 DISK_FULL = "disk full"  # the stop reason's start when a write found no space
 # stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
 INTERRUPTIONS = ("signal", DISK_FULL)
@@ -50,31 +42,6 @@ def out_of_space(error: BaseException) -> bool:
     if isinstance(error, OSError):
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
     return isinstance(error, sqlite3.Error) and error.sqlite_errorcode == sqlite3.SQLITE_FULL
-
-
-@dataclass
-class Progress:
-    """What the live display and the harvest log show."""
-
-    pages: int  # URLs handled, resumes included
-    fetched: int  # responses received
-    errors: int
-    relevance_sum: float
-    scored: int
-    frontier: int
-    started: float
-    pages_at_start: int
-    topics: Counter = field(default_factory=Counter)  # pages assigned to each topic of a taxonomy
-    refused: int = 0  # URLs our rules did not let us fetch (robots.txt, policy, MIME, size): not pages
-
-    @property
-    def harvest_rate(self) -> float | None:
-        return self.relevance_sum / self.scored if self.scored else None
-
-    @property
-    def pages_per_second(self) -> float:
-        elapsed = time.monotonic() - self.started
-        return (self.pages - self.pages_at_start) / elapsed if elapsed > 0 else 0.0
 
 
 def read_seeds(config: CrawlConfig) -> list[str]:
@@ -133,23 +100,48 @@ class Crawler:
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
         clusters = settings.link_clusters if config.strategy not in ("bfs", "dfs") else None
         self.frontier: Frontier = SqliteFrontier(self.store.db, self.hosts, settings.order, settings.band, clusters)
-        self.rules = UrlRules(config)
-        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
-        self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
-        self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.stage_seconds)
-                           if config.strategy == "apprentice" else None)  # best-first until it is ready
-        self.critic: Critic | TaxonomyModel | None = None
-        self.stop_reason: str | None = None
-        self._workers: list[asyncio.Task] = []
-        self._changed: asyncio.Event | None = None
-        self._recorded_hosts: dict[str, tuple] = {}
         fetched, errors, refused, _ = fetch_counts(self.store.db)
         total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
                                  refused)
-        self.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
+        self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.stage_seconds)
+                           if config.strategy == "apprentice" else None)  # best-first until it is ready
+        self.pages = PagePipeline(config, self.store, self.frontier, self.hosts, self.apprentice, self.progress,
+                                  self.stage_seconds)
+        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
+        self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
+        self.stop_reason: str | None = None
+        self._workers: list[asyncio.Task] = []
+        self._changed: asyncio.Event | None = None
+        self.adaptation = self.pages.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
+
+    # the parts of the per-page path that change during a crawl
+    @property
+    def critic(self) -> Critic | TaxonomyModel | None:
+        return self.pages.critic
+
+    @critic.setter
+    def critic(self, critic: Critic | TaxonomyModel | None) -> None:
+        self.pages.critic = critic
+
+    @property
+    def rules(self) -> UrlRules:
+        return self.pages.rules
+
+    @rules.setter
+    def rules(self, rules: UrlRules) -> None:
+        self.pages.rules = rules
+
+    @property
+    def priority(self):
+        """The strategy of the current phase: a URL's priority from its parent's score."""
+        return self.pages.focus.strategy
+
+    @priority.setter
+    def priority(self, strategy) -> None:
+        self.pages.focus.strategy = strategy
 
     # -- opening a crawl directory ------------------------------------------------------------
 
@@ -210,7 +202,7 @@ class Crawler:
         state = "failed"
         try:
             async with Fetcher(self.config, self.hosts) as fetcher:
-                self.fetcher = fetcher
+                self.fetcher = self.pages.fetcher = fetcher
                 if self.critic is None and self.config.topic.positive:
                     await self._train_critic()
                 elif self.critic is None and self.config.topic.taxonomy:
@@ -231,13 +223,13 @@ class Crawler:
             if ticker:
                 ticker.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
-                self._log_harvest()
+                self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
                                     stopped_at=time.time(),
                                     stage_seconds=json.dumps({k: round(v, 3) for k, v in self.stage_seconds.items()}))
             finally:
                 if on_progress:
-                    on_progress(self._snapshot())
+                    on_progress(self.progress.update(self.frontier))
                 self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state
@@ -258,13 +250,8 @@ class Crawler:
 
     async def _tick(self, on_progress, every: float) -> None:
         while True:
-            on_progress(self._snapshot())
+            on_progress(self.progress.update(self.frontier))
             await asyncio.sleep(every)
-
-    def _snapshot(self) -> Progress:
-        self.progress.frontier = self.frontier.size
-        self.progress.pages = self.frontier.done
-        return self.progress
 
     async def _acquire(self) -> Item | None:
         max_pages = self.config.budget.max_pages
@@ -295,8 +282,8 @@ class Crawler:
             try:
                 clock = time.perf_counter()
                 response = await self.fetcher.fetch(item.url)
-                self._lap("fetch_wait", clock)
-                self._handle(item, response)
+                self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
+                self.pages.handle(item, response)
             except Exception as error:
                 self._rolled_back()
                 if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
@@ -322,221 +309,14 @@ class Crawler:
         with self.store.transaction():
             self.store.record_fetch(item.url_id, item.depth, item.parent_id, failed)
             self.frontier.finish(item)
-        self._count(failed, None)
-
-    # -- one page -----------------------------------------------------------------------------
-
-    def _handle(self, item: Item, response: Response) -> None:
-        clock = time.perf_counter()
-        page: Page | None = None
-        if response.ok_html:
-            try:
-                page = parse_html(response.body, response.final_url, response.charset, response.headers.get("x-robots-tag", ""))
-            except DecodeError as err:
-                response.error = str(err)
-        relevance = language_score = duplicate_of = digest = judgement = None
-        follow = False
-        clock = self._lap("parse", clock)
-        if page is not None and page.refresh:  # "this page has moved": a redirect, not a document
-            response.redirect_to, page = page.refresh, None
-        if page is not None:
-            digest = content_hash(page.text)
-            duplicate = self.store.find_duplicate(digest)
-            if duplicate:
-                duplicate_of, relevance = duplicate
-            else:
-                follow = True
-                if self.config.text.language_check:
-                    language_score = stopword_score(page.text, self.config.text.language)
-                if language_score is not None and language_score < self.config.text.min_stopword_score:
-                    relevance, follow = 0.0, False
-                elif self.critic is not None:
-                    if self.apprentice is not None:  # it needs the leaves' terms: the critic counts them too
-                        self.apprentice.prepare(page)
-                    judgement = self.critic.judge(page)
-                    relevance = judgement.relevance
-        clock = self._lap("classify", clock)
-        with self.store.transaction():
-            fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
-            if response.final_url != item.url:
-                self.frontier.mark_fetched_alias(response.final_url, host_of(response.final_url), item.depth, item.parent_id)
-            if response.redirect_to:
-                self._queue_redirect(item, response.redirect_to)
-            if page is not None:
-                self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
-                                           judgement)
-                if follow:
-                    self._queue_links(item, page, relevance, judgement)
-            self.frontier.finish(item, response.error if response.refused else None)
-            if relevance is not None:
-                self.frontier.learn_cluster(item, relevance)
-            self._record_host_state(item.host)
-        self._lap("store", clock)
-        if self.apprentice is not None:
-            self.apprentice.after_page()
-        self._count(response, relevance)
-        if judgement is not None and judgement.topic:
-            self.progress.topics[judgement.topic] += 1
-        if self.adaptation is not None and page is not None:
-            try:
-                self.adaptation.after_page(relevance)
-            except Exception:  # noqa: BLE001 - the page is stored; the crawl goes on with the saved critic
-                log.exception("adaptation failed; the crawl goes on with the saved critic and phase")
-        if response.error:
-            log.info("%s: %s", item.url, response.error)
-
-    def _lap(self, stage: str, since: float) -> float:
-        """Add the time since ``since`` to a stage of the per-page breakdown; returns now."""
-        now = time.perf_counter()
-        self.stage_seconds[stage] += now - since
-        return now
-
-    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None) -> None:
-        depth = item.depth + 1
-        max_depth = self.config.budget.max_depth
-        too_deep = max_depth is not None and depth > max_depth
-        topic = judgement.topic if judgement else None
-        plan = self.focus.plan(item, relevance, topic, lambda: self._path_class(item))
-        strategy, parent_priority = self.priority, own_priority(item.priority)  # the same for every link
-        found = []
-        for link in page.links:
-            host = host_of(link.url)
-            reason = self.rules.rejection(link.url)
-            if reason is None and (page.nofollow or link.nofollow):
-                reason = "nofollow"
-            elif reason is None and too_deep:
-                reason = "beyond max depth"
-            reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
-            priority = strategy(relevance, depth, link.url, parent_priority) if plan.priority is None else plan.priority
-            found.append((link.url, host, priority, reason))
-        if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
-            found = self._with_link_context(page, found)
-        scored = self.apprentice.score_links(page, judgement, relevance, found) if self.apprentice else None
-        queue = (page_class(relevance, topic) or item.queue
-                 if self.config.focus.queues == "per-topic" else "")
-        targets = self.frontier.add(found, depth, item.url_id, scored and scored.known, plan.tunnel, queue)
-        max_queued = self.config.focus.max_queued
-        if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
-            self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
-        if scored is not None:
-            self.apprentice.record(item.url_id, targets, scored, relevance)
-        self.store.record_links([
-            (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
-            for target, link in zip(targets, page.links)
-        ])
-
-    def _with_link_context(self, page: Page, found: list[tuple]) -> list[tuple]:
-        """Each admissible link's priority blended with the critic's score of its context: its
-        anchor text and the leaves on each side (Pant & Srinivasan 2006's link contexts), so the
-        links of one page are told apart before any of them is fetched."""
-        wanted = [i for i, (_, _, priority, reason) in enumerate(found) if reason is None and priority < HEAD / 2]
-        if not wanted:
-            return found
-        leaves, weight = page.leaves, self.config.focus.link_context
-        contexts = [" ".join(leaves[max(0, link.leaf_start - CONTEXT_LEAVES):link.leaf_end + CONTEXT_LEAVES + 1])
-                    for link in (page.links[i] for i in wanted)]
-        found = list(found)
-        for i, score in zip(wanted, self.critic.predict_proba(contexts)):
-            url, host, priority, reason = found[i]
-            found[i] = (url, host, (1 - weight) * priority + weight * float(score), reason)
-        return found
+        self.progress.count(failed, None, None)
 
     def set_phase(self, name: str) -> None:
         """The crawl policy of a phase ("crawl" when there are none, "learning", "harvesting")."""
         self.phase = name
-        self.focus = Focus.for_phase(self.config, name, self.seeds)
-        self.priority = self.focus.strategy
-
-    def priorities_from_parents(self, rows: list[tuple]) -> list[tuple[float, int]]:
-        """(priority, id) of URLs given with their parents (``queries.queued_with_parents``), from
-        the parents' scores now (and the parents' own priorities, not a promotion to the head),
-        times what their link cluster has learnt (:meth:`SqliteFrontier.learn_cluster`)."""
-        return [(self.priority(relevance, depth, url, own_priority(parent or 0.0)) * factor, url_id)
-                for url_id, depth, url, relevance, parent, factor in rows]
-
-    def _path_class(self, item: Item) -> str | None:
-        """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
-        the page a tunnel through rejected pages started from; pages that only redirect are passed
-        over). A seed is of the topic it exemplifies: with a two-class critic, 'relevant'."""
-        url_id, steps = item.parent_id, item.tunnel
-        while url_id is not None:
-            parent_id, depth, relevance, topic = queries.path_step(self.store.db, url_id)
-            if depth == 0 and not topic:
-                return "relevant"
-            if relevance is not None:
-                if steps == 0:
-                    return page_class(relevance, topic)
-                steps -= 1
-            url_id = parent_id
-        return None
+        self.pages.focus = Focus.for_phase(self.config, name, self.seeds)
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
         critic.save(self.store.files.taxonomy_critic if isinstance(critic, TaxonomyModel) else self.store.files.critic)
         self.critic = critic
-
-    def reclassify(self) -> int:
-        """Judge every stored page again with the current critic (BINGO!: "documents that have
-        already been classified can optionally be reconsidered"); queued links of accepted pages
-        get the strategy's priority from their source's new score."""
-        db = self.store.db
-        rows = queries.judged_texts(db)
-        with self.store.transaction():
-            for start in range(0, len(rows), 500):
-                chunk = rows[start:start + 500]
-                scores = self.critic.predict_proba([text for _, text in chunk])
-                queries.set_relevance(db, [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
-            if self.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
-                self.store.set_priorities(self.priorities_from_parents(queries.queued_with_parents(db, HEAD / 2)))
-        self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
-        self.frontier.resync()
-        return len(rows)
-
-    def _queue_redirect(self, item: Item, target: str) -> None:
-        """A redirect to another host (or a <meta> refresh) is a link of the same depth and
-        priority, fetched when that host is ready; the link table keeps the edge (without
-        anchor or leaf span)."""
-        reason = self.rules.rejection(target) or self.focus.scope_rejection(host_of(target), item.depth)
-        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id,
-                                         tunnel=item.tunnel, queue=item.queue)
-        if self.apprentice is not None:
-            self.apprentice.retarget(item.url_id, target_id)
-        self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
-
-    def _record_host_state(self, name: str) -> None:
-        """Persist failures, status and Crawl-delay when they change; drop hosts gone bad."""
-        host = self.hosts[name]
-        state = (host.failures, host.status, host.interval)
-        if self._recorded_hosts.get(name) != state:
-            self._recorded_hosts[name] = state
-            self.store.record_host(host, host.interval if host.interval != self.hosts.min_interval else None)
-        while self.hosts.newly_bad:
-            bad = self.hosts.newly_bad.pop()
-            self.store.record_host(self.hosts[bad])
-            log.warning("host %s marked bad after %d failures: %d queued URLs dropped",
-                        bad, self.hosts[bad].failures, self.frontier.drop_host(bad))
-        if self.fetcher.sitemaps:
-            for origin, urls in self.fetcher.sitemaps.items():
-                self.store.record_sitemaps(origin, urls)
-            self.fetcher.sitemaps.clear()
-
-    def _count(self, response: Response, relevance: float | None) -> None:
-        progress = self.progress
-        progress.refused += response.refused
-        progress.fetched += response.status is not None and not response.refused
-        progress.errors += response.error is not None and not response.refused
-        if relevance is not None:
-            progress.relevance_sum += relevance
-            progress.scored += 1
-        if self.frontier.done % self.config.harvest_log_every == 0:
-            self._log_harvest()
-
-    def _log_harvest(self) -> None:
-        progress = self._snapshot()
-        self.store.log_harvest({
-            "pages": progress.pages, "fetched": progress.fetched, "scored": progress.scored,
-            "harvest_rate": progress.harvest_rate, "errors": progress.errors, "refused": progress.refused,
-            "frontier": progress.frontier,
-            **({"topics": dict(progress.topics)} if progress.topics else {}),
-            "time": round(time.time(), 3),
-        })

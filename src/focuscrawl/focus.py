@@ -31,12 +31,13 @@ import numpy as np
 from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
-from focuscrawl.frontier import OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Item, own_priority
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Item, own_priority
 from focuscrawl.store import queries
 from focuscrawl.learn import RELEVANT, Critic, ModelError
 from focuscrawl.taxonomy import TaxonomyError
 
 log = logging.getLogger(__name__)
+CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
 HARVEST_START = "start of the harvesting phase"  # the reorganisation a phase switch owes (resumed if killed)
 
 
@@ -66,6 +67,40 @@ def page_class(relevance: float | None, topic: str | None) -> str | None:
     return "relevant" if relevance is not None and relevance >= RELEVANT else None
 
 
+def with_link_context(critic: Critic, page, found: list[Discovered], weight: float) -> list[Discovered]:
+    """Each admissible link's priority blended with the critic's score of its context: its
+    anchor text and the leaves on each side (Pant & Srinivasan 2006's link contexts), so the
+    links of one page are told apart before any of them is fetched."""
+    wanted = [i for i, link in enumerate(found) if link.skip_reason is None and link.priority < HEAD / 2]
+    if not wanted:
+        return found
+    leaves = page.leaves
+    contexts = [" ".join(leaves[max(0, link.leaf_start - CONTEXT_LEAVES):link.leaf_end + CONTEXT_LEAVES + 1])
+                for link in (page.links[i] for i in wanted)]
+    found = list(found)
+    for i, score in zip(wanted, critic.predict_proba(contexts)):
+        found[i] = found[i]._replace(priority=(1 - weight) * found[i].priority + weight * float(score))
+    return found
+
+
+def path_class(db, item: Item) -> str | None:
+    """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
+    the page a tunnel through rejected pages started from; pages that only redirect are passed
+    over). A seed is of the topic it exemplifies: with a two-class critic, 'relevant'."""
+    url_id, steps = item.parent_id, item.tunnel
+    while url_id is not None:
+        parent_id, depth, relevance, topic = queries.path_step(db, url_id)
+        if depth == 0 and not topic:
+            return "relevant"
+        if relevance is not None:
+            if steps == 0:
+                return page_class(relevance, topic)
+            steps -= 1
+        url_id = parent_id
+    return None
+
+
+
 class Focus:
     def __init__(self, config: CrawlConfig, phase: Phase):
         self.config = config
@@ -82,6 +117,13 @@ class Focus:
         if name == "harvesting":  # the configured strategy, anywhere, soft focusing
             return cls(config, Phase(name, strategy, "soft" if focus.accept == "any" else focus.accept, focus.tunnelling))
         return cls(config, Phase(name, strategy, focus.accept, focus.tunnelling))
+
+    def priorities(self, rows: list[tuple]) -> list[tuple[float, int]]:
+        """(priority, id) of URLs given with their parents (``queries.queued_with_parents``), from
+        the parents' scores now (and the parents' own priorities, not a promotion to the head),
+        times what their link cluster has learnt (:meth:`SqliteFrontier.learn_cluster`)."""
+        return [(self.strategy(relevance, depth, url, own_priority(parent or 0.0)) * factor, url_id)
+                for url_id, depth, url, relevance, parent, factor in rows]
 
     def plan(self, item: Item, relevance: float | None, topic: str | None, path_class) -> LinkPlan:
         """The links of a page: accepted, tunnelled one step further, or not followed.
@@ -204,7 +246,7 @@ class Adaptation:
         crawler = self.crawler
         crawler.set_phase("harvesting")
         with crawler.store.transaction():
-            requeued = crawler.frontier.requeue(crawler.priorities_from_parents(
+            requeued = crawler.frontier.requeue(crawler.pages.focus.priorities(
                 queries.skipped_with_parents(crawler.store.db, OUT_OF_PHASE)))
             crawler.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
@@ -284,7 +326,7 @@ class Adaptation:
         self.archetypes = found
         crawler.set_critic(retrained)
         if self.settings.reclassify:
-            crawler.reclassify()
+            reclassify(crawler)
             self.positives = self._count_positives()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
                 "added": added, "removed": removed, "features_added": len(after - before),
@@ -366,3 +408,21 @@ class Adaptation:
             queries.add_to_adaptation(store.db, self.measuring, harvest_after=self.window_harvest())
             store.set_meta(adaptation_measuring="")
         self.measuring = None
+
+
+def reclassify(crawler) -> int:
+    """Judge every stored page again with the current critic (BINGO!: "documents that have
+    already been classified can optionally be reconsidered"); queued links of accepted pages
+    get the strategy's priority from their source's new score."""
+    db = crawler.store.db
+    rows = queries.judged_texts(db)
+    with crawler.store.transaction():
+        for start in range(0, len(rows), 500):
+            chunk = rows[start:start + 500]
+            scores = crawler.critic.predict_proba([text for _, text in chunk])
+            queries.set_relevance(db, [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
+        if crawler.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
+            crawler.store.set_priorities(crawler.pages.focus.priorities(queries.queued_with_parents(db, HEAD / 2)))
+    crawler.progress.relevance_sum, crawler.progress.scored = crawler.store.relevance_totals()
+    crawler.frontier.resync()
+    return len(rows)

@@ -6,7 +6,7 @@ and politeness there, next to the queue it orders."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 # a skipped URL may still be queued when a later link admits it
 TUNNEL_END = "beyond the tunnelling distance"
@@ -60,6 +60,15 @@ STRATEGIES = {"bfs": bfs_priority, "dfs": dfs_priority, "best-first": best_first
               "bookmark": bookmark_priority}
 
 
+class Discovered(NamedTuple):
+    """A URL found on a page (or a redirect's target), as the frontier is asked to queue it."""
+
+    url: str
+    host: str
+    priority: float
+    skip_reason: str | None  # why it is only remembered, not queued (None: queue it)
+
+
 @dataclass(slots=True)
 class Item:
     """A URL handed out to a connection."""
@@ -86,7 +95,7 @@ class Frontier(Protocol):
 
     def load(self) -> int: ...
     def resync(self) -> None: ...
-    def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
+    def add(self, found: list[Discovered], depth: int, parent_id: int | None,
             known: dict[str, list] | None = None, tunnel: int = 0, queue: str = "") -> list[int]: ...
     def known(self, urls: list[str]) -> dict[str, list]: ...
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None: ...

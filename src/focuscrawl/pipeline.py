@@ -1,0 +1,174 @@
+"""One fetched page, top to bottom (:meth:`PagePipeline.handle`): parse, deduplicate, judge,
+and in one SQLite transaction record the fetch, the document, its links, the newly
+discovered URLs and the URL's own state; then the learning loops see the page.
+
+A URL is marked *in flight* when handed out and *done* in that transaction, so after a
+kill -9 the only URLs fetched again are those that were in flight (at most once each), and no
+discovered URL is lost."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+
+from focuscrawl.apprentice_loop import ApprenticeLoop
+from focuscrawl.config import CrawlConfig
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.fetch.http import Fetcher, Response
+from focuscrawl.fetch.urls import UrlRules, host_of
+from focuscrawl.focus import Adaptation, Focus, page_class, path_class, with_link_context
+from focuscrawl.frontier import Discovered, Frontier, Item, own_priority
+from focuscrawl.learn import Critic, Judgement
+from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.progress import Progress
+from focuscrawl.store import Store, content_hash
+from focuscrawl.taxonomy import TaxonomyModel
+from focuscrawl.text import stopword_score
+
+log = logging.getLogger(__name__)
+
+
+class PagePipeline:
+    """The per-page path. The crawl loop sets what changes during a crawl: the critic (a
+    retrained one takes over), the focus (per phase), the fetcher and the adaptation."""
+
+    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier, hosts: Hosts,
+                 apprentice: ApprenticeLoop | None, progress: Progress, stage_seconds: Counter):
+        self.config, self.store, self.frontier, self.hosts = config, store, frontier, hosts
+        self.apprentice, self.progress, self.stage_seconds = apprentice, progress, stage_seconds
+        self.rules = UrlRules(config)
+        self.critic: Critic | TaxonomyModel | None = None
+        self.focus: Focus | None = None
+        self.fetcher: Fetcher | None = None
+        self.adaptation: Adaptation | None = None
+        self._recorded_hosts: dict[str, tuple] = {}
+
+    def handle(self, item: Item, response: Response) -> None:
+        """Parse, deduplicate, judge, then record the fetch, the document, its links and the URL's
+        new state in one transaction; then let the learning loops see the page."""
+        clock = time.perf_counter()
+        page: Page | None = None
+        if response.ok_html:
+            try:
+                page = parse_html(response.body, response.final_url, response.charset, response.headers.get("x-robots-tag", ""))
+            except DecodeError as err:
+                response.error = str(err)
+        relevance = language_score = duplicate_of = digest = judgement = None
+        follow = False
+        clock = self._lap("parse", clock)
+        if page is not None and page.refresh:  # "this page has moved": a redirect, not a document
+            response.redirect_to, page = page.refresh, None
+        if page is not None:
+            digest = content_hash(page.text)
+            duplicate = self.store.find_duplicate(digest)
+            if duplicate:
+                duplicate_of, relevance = duplicate
+            else:
+                follow = True
+                if self.config.text.language_check:
+                    language_score = stopword_score(page.text, self.config.text.language)
+                if language_score is not None and language_score < self.config.text.min_stopword_score:
+                    relevance, follow = 0.0, False
+                elif self.critic is not None:
+                    if self.apprentice is not None:  # it needs the leaves' terms: the critic counts them too
+                        self.apprentice.prepare(page)
+                    judgement = self.critic.judge(page)
+                    relevance = judgement.relevance
+        clock = self._lap("classify", clock)
+        with self.store.transaction():
+            fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
+            if response.final_url != item.url:
+                self.frontier.mark_fetched_alias(response.final_url, host_of(response.final_url), item.depth, item.parent_id)
+            if response.redirect_to:
+                self._queue_redirect(item, response.redirect_to)
+            if page is not None:
+                self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
+                                           judgement)
+                if follow:
+                    self._queue_links(item, page, relevance, judgement)
+            self.frontier.finish(item, response.error if response.refused else None)
+            if relevance is not None:
+                self.frontier.learn_cluster(item, relevance)
+            self._record_host_state(item.host)
+        self._lap("store", clock)
+        if self.apprentice is not None:
+            self.apprentice.after_page()
+        self.progress.count(response, relevance, judgement.topic if judgement else None)
+        if self.frontier.done % self.config.harvest_log_every == 0:
+            self.store.log_harvest(self.progress.entry(self.frontier))
+        if self.adaptation is not None and page is not None:
+            try:
+                self.adaptation.after_page(relevance)
+            except Exception:  # noqa: BLE001 - the page is stored; the crawl goes on with the saved critic
+                log.exception("adaptation failed; the crawl goes on with the saved critic and phase")
+        if response.error:
+            log.info("%s: %s", item.url, response.error)
+
+    def _lap(self, stage: str, since: float) -> float:
+        """Add the time since ``since`` to a stage of the per-page breakdown; returns now."""
+        now = time.perf_counter()
+        self.stage_seconds[stage] += now - since
+        return now
+
+    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None) -> None:
+        depth = item.depth + 1
+        max_depth = self.config.budget.max_depth
+        too_deep = max_depth is not None and depth > max_depth
+        topic = judgement.topic if judgement else None
+        plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.db, item))
+        strategy, parent_priority = self.focus.strategy, own_priority(item.priority)  # the same for every link
+        found = []
+        for link in page.links:
+            host = host_of(link.url)
+            reason = self.rules.rejection(link.url)
+            if reason is None and (page.nofollow or link.nofollow):
+                reason = "nofollow"
+            elif reason is None and too_deep:
+                reason = "beyond max depth"
+            reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
+            priority = strategy(relevance, depth, link.url, parent_priority) if plan.priority is None else plan.priority
+            found.append(Discovered(link.url, host, priority, reason))
+        if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
+            found = with_link_context(self.critic, page, found, self.config.focus.link_context)
+        scored = self.apprentice.score_links(page, judgement, relevance, found) if self.apprentice else None
+        queue = (page_class(relevance, topic) or item.queue
+                 if self.config.focus.queues == "per-topic" else "")
+        targets = self.frontier.add(found, depth, item.url_id, scored and scored.known, plan.tunnel, queue)
+        max_queued = self.config.focus.max_queued
+        if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
+            self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
+        if scored is not None:
+            self.apprentice.record(item.url_id, targets, scored, relevance)
+        self.store.record_links([
+            (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
+            for target, link in zip(targets, page.links)
+        ])
+
+    def _queue_redirect(self, item: Item, target: str) -> None:
+        """A redirect to another host (or a <meta> refresh) is a link of the same depth and
+        priority, fetched when that host is ready; the link table keeps the edge (without
+        anchor or leaf span)."""
+        reason = self.rules.rejection(target) or self.focus.scope_rejection(host_of(target), item.depth)
+        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id,
+                                         tunnel=item.tunnel, queue=item.queue)
+        if self.apprentice is not None:
+            self.apprentice.retarget(item.url_id, target_id)
+        self.store.record_links([(item.url_id, target_id, None, None, None, 0)])
+
+    def _record_host_state(self, name: str) -> None:
+        """Persist failures, status and Crawl-delay when they change; drop hosts gone bad."""
+        host = self.hosts[name]
+        state = (host.failures, host.status, host.interval)
+        if self._recorded_hosts.get(name) != state:
+            self._recorded_hosts[name] = state
+            self.store.record_host(host, host.interval if host.interval != self.hosts.min_interval else None)
+        while self.hosts.newly_bad:
+            bad = self.hosts.newly_bad.pop()
+            self.store.record_host(self.hosts[bad])
+            log.warning("host %s marked bad after %d failures: %d queued URLs dropped",
+                        bad, self.hosts[bad].failures, self.frontier.drop_host(bad))
+        if self.fetcher.sitemaps:
+            for origin, urls in self.fetcher.sitemaps.items():
+                self.store.record_sitemaps(origin, urls)
+            self.fetcher.sitemaps.clear()
