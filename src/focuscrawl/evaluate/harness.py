@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -196,15 +197,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     """``budget`` None means each topic's recommended budget (``--budget auto``). Several
     ``concurrency`` values or ``orders`` (the frontier's hand-out order; None: the default)
     run every crawler in each combination (see :func:`regimes`)."""
-    unknown = [name for name in crawler_names if name not in REGISTRY]
-    if unknown:
-        raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
-    ordered: list[str] = []
-    for name in crawler_names:  # a crawler that learns from another's crawl runs after it
-        baseline = REGISTRY[name].baseline
-        for needed in ([baseline] if baseline else []) + [name]:
-            if needed not in ordered:
-                ordered.append(needed)
+    ordered = _run_order(crawler_names)
     concurrencies = [concurrency] if isinstance(concurrency, int) else list(concurrency)
     regime_list = regimes(concurrencies, orders or [None])
     crawler_names = [(name + suffix, c, order) for suffix, c, order in regime_list for name in ordered]
@@ -222,26 +215,11 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                                  for suffix, c, o in regime_list}}
     try:
         for topic_name, topic in topics.items():
-            members = truth.topics[topic_name]
-            seeds = {resolver.reach(url) for url in topic["seeds"]}
+            ground = TopicTruth(resolver, truth.topics[topic_name], {resolver.reach(url) for url in topic["seeds"]})
             topic_budget = budget or topic["recommended_budget"]
             crawl_seeds = [resolver.reach(url) for url in crawl_examples(topic, seeds_per_topic)[0]]
-            reachable = len((graph.reachable(crawl_seeds) & members) - seeds)
-            results["topics"][topic_name] = {
-                "budget": topic_budget, "targets": len(members - seeds),
-                # no crawler can fetch a target no link path leads to from its seeds, nor more than its budget
-                "reachable_targets": reachable,
-                # (the test web's link graph holds <a> links; the crawler also follows <area>, rare in these docs)
-                "recall_ceiling": min(reachable, max(topic_budget - len(crawl_seeds), 0)) / max(len(members - seeds), 1)}
-
-            def is_relevant(url: str, members=members) -> bool:
-                return resolver.reach(url) in members
-
-            def target_of(url: str, members=members, seeds=seeds) -> str | None:
-                path = resolver.reach(url)
-                return path if path in members and path not in seeds else None
-
-            jury = Jury(webmap, members, seeds, random.Random(0)) if judge else None
+            results["topics"][topic_name] = ground.ceiling(graph, crawl_seeds, topic_budget)
+            jury = Jury(webmap, ground.members, ground.seeds, random.Random(0)) if judge else None
 
             for name, crawl_concurrency, order in crawler_names:
                 spec = spec_of(name)
@@ -253,21 +231,14 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     config = validate_config(data, f"{name}/{topic_name}")
                     baseline = (out / "crawls" / in_regime(spec.baseline, name) / f"{topic_name}-{repeat}"
                                 if spec.baseline else None)
-                    if not _finished_with(directory, config, baseline):
-                        shutil.rmtree(directory, ignore_errors=True)
-                        crawler = Crawler.create(config, directory)
-                        if spec.prepare:
-                            spec.prepare(crawler, is_relevant, baseline)
-                        if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
-                            raise EvalInterrupted(f"{crawler.stop_reason} during {name} on {topic_name}; finished"
-                                                  f" crawls are kept, run the same command again to go on")
-                    pages, rate = fetched_pages(directory, is_relevant, target_of, jury)
+                    _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}")
+                    pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
-                    precisions.append(top_precision(directory, is_relevant))
+                    precisions.append(top_precision(directory, ground.is_relevant))
                     if progress:
                         progress(name, topic_name, repeat, pages)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
-                result = _topic_result(runs, len(members - seeds), topic_budget)
+                result = _topic_result(runs, len(ground.members - ground.seeds), topic_budget)
                 known = [p for p in precisions if p is not None]
                 result[f"top{TOP_PAGES}_precision"] = sum(known) / len(known) if known else None
                 results["crawlers"][name]["topics"][topic_name] = result
@@ -277,6 +248,58 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     _aggregate(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+def _run_order(names: list[str]) -> list[str]:
+    """The crawlers asked for, each after the crawler it learns from (its baseline)."""
+    unknown = [name for name in names if name not in REGISTRY]
+    if unknown:
+        raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
+    ordered: list[str] = []
+    for name in names:
+        baseline = REGISTRY[name].baseline
+        for needed in ([baseline] if baseline else []) + [name]:
+            if needed not in ordered:
+                ordered.append(needed)
+    return ordered
+
+
+@dataclass
+class TopicTruth:
+    """One topic's ground truth as the metrics ask for it: its pages and its seeds (paths)."""
+
+    resolver: Resolver
+    members: set[str]
+    seeds: set[str]
+
+    def is_relevant(self, url: str) -> bool:
+        return self.resolver.reach(url) in self.members
+
+    def target_of(self, url: str) -> str | None:
+        path = self.resolver.reach(url)
+        return path if path in self.members and path not in self.seeds else None
+
+    def ceiling(self, graph: PageGraph, crawl_seeds: list[str], budget: int) -> dict:
+        """The topic's budget and targets, and the most recall a crawl from these seeds can reach:
+        no crawler fetches a target no link path leads to, nor more than its budget (the test
+        web's link graph holds <a> links; the crawler also follows <area>, rare in these docs)."""
+        targets = len(self.members - self.seeds)
+        reachable = len((graph.reachable(crawl_seeds) & self.members) - self.seeds)
+        return {"budget": budget, "targets": targets, "reachable_targets": reachable,
+                "recall_ceiling": min(reachable, max(budget - len(crawl_seeds), 0)) / max(targets, 1)}
+
+
+def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Path | None, what: str) -> None:
+    """Crawl into ``directory`` unless it holds this crawl finished already."""
+    if _finished_with(directory, config, baseline):
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    crawler = Crawler.create(config, directory)
+    if spec.prepare:
+        spec.prepare(crawler, ground.is_relevant, baseline)
+    if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
+        raise EvalInterrupted(f"{crawler.stop_reason} during {what}; finished crawls are kept,"
+                              " run the same command again to go on")
 
 
 def _finished_with(directory: Path, config, baseline: Path | None = None) -> bool:
