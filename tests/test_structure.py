@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -21,3 +22,15 @@ def test_no_module_outside_the_store_opens_the_crawl_database_or_writes_sql():
 def test_the_check_finds_sql_where_it_is():
     assert SQL.search('db.execute("SELECT url FROM urls")') and SQL.search("sqlite3.connect(path)")
     assert not SQL.search("select the best URL") and not SQL.search("# updates the frontier")
+
+
+def test_no_class_over_250_lines_and_no_function_over_60():
+    too_long = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            limit = 250 if isinstance(node, ast.ClassDef) else 60 \
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if limit and node.end_lineno - node.lineno + 1 > limit:
+                too_long.append(f"{path.relative_to(SOURCE)}:{node.lineno} {node.name}: "
+                                f"{node.end_lineno - node.lineno + 1} lines (at most {limit})")
+    assert not too_long, "\n".join(too_long)
