@@ -78,13 +78,13 @@ def test_incremental_training_equals_training_on_the_union():
     rng = np.random.default_rng(5)
     first, second = random_instances(rng, 40), random_instances(rng, 30, width=90)  # the second brings new features
     incremental = Apprentice()
-    incremental.add(*first)
-    incremental.add(*second)
+    incremental.partial_fit(*first)
+    incremental.partial_fit(*second)
     union = Apprentice()
-    union.add(first[0] + second[0], np.concatenate([first[1], second[1]]))
+    union.partial_fit(first[0] + second[0], np.concatenate([first[1], second[1]]))
     probe = random_instances(rng, 25, width=120)[0]
-    np.testing.assert_allclose(incremental.score(probe), union.score(probe))
-    np.testing.assert_array_equal(incremental.instances, union.instances)
+    np.testing.assert_allclose(incremental.predict_proba(probe), union.predict_proba(probe))
+    np.testing.assert_array_equal(incremental.instances_, union.instances_)
 
 
 def test_an_instance_with_copies_counts_as_that_many_instances():
@@ -92,11 +92,11 @@ def test_an_instance_with_copies_counts_as_that_many_instances():
     features, relevance = random_instances(rng, 30)
     copies = rng.integers(1, 4, size=30)
     weighted, repeated = Apprentice(), Apprentice()
-    weighted.add(features, relevance, copies=copies)
-    repeated.add([f for f, k in zip(features, copies) for _ in range(k)], np.repeat(relevance, copies))
+    weighted.partial_fit(features, relevance, copies=copies)
+    repeated.partial_fit([f for f, k in zip(features, copies) for _ in range(k)], np.repeat(relevance, copies))
     probe = random_instances(rng, 25, width=120)[0]
-    np.testing.assert_allclose(weighted.score(probe), repeated.score(probe))
-    np.testing.assert_array_equal(weighted.instances, repeated.instances)
+    np.testing.assert_allclose(weighted.predict_proba(probe), repeated.predict_proba(probe))
+    np.testing.assert_array_equal(weighted.instances_, repeated.instances_)
 
 
 def test_the_blend_trusts_whichever_signal_predicts_the_held_out_targets():
@@ -111,15 +111,15 @@ def test_the_blend_trusts_whichever_signal_predicts_the_held_out_targets():
 
     apprentice_knows = Blend()
     apprentice_knows.observe(3 * sign + noise, uniform, high.astype(int), copies)
-    assert apprentice_knows.weights[0] > 0.3 and abs(apprentice_knows.weights[1]) < 0.1
+    assert apprentice_knows.weights_[0] > 0.3 and abs(apprentice_knows.weights_[1]) < 0.1
 
     parent_knows = Blend()
     parent_knows.observe(noise, telling_parent, high.astype(int), copies)
-    assert abs(parent_knows.weights[0]) < 0.05 and parent_knows.weights[1] > 0.5
+    assert abs(parent_knows.weights_[0]) < 0.05 and parent_knows.weights_[1] > 0.5
 
     misleading = Blend()  # an apprentice worse than chance is dropped: best-first's order exactly
     misleading.observe(-3 * sign + noise, telling_parent, high.astype(int), copies)
-    assert misleading.weights[0] == 0
+    assert misleading.weights_[0] == 0
     order = np.argsort(misleading.log_odds(noise, telling_parent), kind="stable")
     assert (np.diff(telling_parent[order]) >= 0).all()
 
@@ -128,26 +128,26 @@ def test_online_the_blend_sees_each_batch_before_the_apprentice_learns_it():
     rng = np.random.default_rng(8)
     apprentice = Apprentice()
     first, second = random_instances(rng, 40), random_instances(rng, 30)
-    apprentice.learn(*first, parent_scores=rng.random(40))
+    apprentice.partial_fit(*first, parent_scores=rng.random(40))
     assert apprentice.trained and not apprentice.ready  # nothing held out yet: best-first goes on
-    seen, parents = apprentice.log_odds(second[0]), rng.random(30)
-    apprentice.learn(*second, parent_scores=parents, copies=np.full(30, 2))
+    seen, parents = apprentice.decision_function(second[0]), rng.random(30)
+    apprentice.partial_fit(*second, parent_scores=parents, copies=np.full(30, 2))
     assert apprentice.ready
     from focuscrawl.apprentice import Blend, high_labels
     expected = Blend()  # what it saw: the second batch as scored before it was learnt, copies counted
     expected.observe(seen, parents, high_labels(second[1], 0.5), np.full(30, 2.0))
-    np.testing.assert_array_equal(apprentice.blend.counts, expected.counts)
-    np.testing.assert_allclose(apprentice.blend.weights, expected.weights)
-    assert not np.allclose(apprentice.log_odds(second[0]), seen)  # and then learnt
+    np.testing.assert_array_equal(apprentice.blend.counts_, expected.counts_)
+    np.testing.assert_allclose(apprentice.blend.weights_, expected.weights_)
+    assert not np.allclose(apprentice.decision_function(second[0]), seen)  # and then learnt
     edges = apprentice.priority(second[0][:2], np.array([0.0, 1.0]))  # a source judged 0 or 1 is no overflow
     assert np.isfinite(edges).all() and ((0 < edges) & (edges < 1)).all()
-    inputs = np.stack([np.clip(apprentice.log_odds(second[0]), -40, 40), np.log(parents / (1 - parents))])
+    inputs = np.stack([np.clip(apprentice.decision_function(second[0]), -40, 40), np.log(parents / (1 - parents))])
     np.testing.assert_allclose(apprentice.priority(second[0], parents),
-                               1 / (1 + np.exp(-(apprentice.blend.weights[:2] @ inputs + apprentice.blend.weights[2]))))
+                               1 / (1 + np.exp(-(apprentice.blend.weights_[:2] @ inputs + apprentice.blend.weights_[2]))))
     paper = Apprentice(blend=False)
-    paper.learn(*first, parent_scores=rng.random(40))
+    paper.partial_fit(*first, parent_scores=rng.random(40))
     assert paper.ready  # the paper's apprentice switches in after its first batch
-    np.testing.assert_allclose(paper.priority(second[0], rng.random(30)), paper.score(second[0]))
+    np.testing.assert_allclose(paper.priority(second[0], rng.random(30)), paper.predict_proba(second[0]))
 
 
 def test_offline_the_blend_is_cross_fitted_by_source_page_or_left_out():
@@ -155,23 +155,23 @@ def test_offline_the_blend_is_cross_fitted_by_source_page_or_left_out():
     features, relevance = random_instances(rng, 400)
     sources = [f"http://127.0.0.1/{i % 40}" for i in range(400)]
     apprentice = Apprentice()
-    apprentice.learn_at_once(features, relevance, rng.random(400), sources)
-    assert apprentice.ready and apprentice.blend.counts.sum() == 400  # every link held out once
+    apprentice.fit(features, relevance, rng.random(400), sources)
+    assert apprentice.ready and apprentice.blend.counts_.sum() == 400  # every link held out once
     alone = Apprentice()
-    alone.learn_at_once(features[:3], np.array([0.9, 0.1, 0.9]), rng.random(3), ["http://127.0.0.1/one"] * 3)
+    alone.fit(features[:3], np.array([0.9, 0.1, 0.9]), rng.random(3), ["http://127.0.0.1/one"] * 3)
     assert alone.blend is None and alone.ready  # one source page cannot be split: the paper's apprentice
 
 
 def test_a_saved_apprentice_loads_the_same_and_its_counts_are_saved_sparse():
     rng = np.random.default_rng(5)
     apprentice = Apprentice()
-    apprentice.learn(*random_instances(rng, 40), parent_scores=rng.random(40))
-    apprentice.learn(*random_instances(rng, 40), parent_scores=rng.random(40))
-    apprentice.counts = np.pad(apprentice.counts, ((0, 0), (0, 100000)))  # ids of ⟨t, d⟩ not learnt yet
+    apprentice.partial_fit(*random_instances(rng, 40), parent_scores=rng.random(40))
+    apprentice.partial_fit(*random_instances(rng, 40), parent_scores=rng.random(40))
+    apprentice.counts_ = np.pad(apprentice.counts_, ((0, 0), (0, 100000)))  # ids of ⟨t, d⟩ not learnt yet
     data = apprentice.dumps()
-    assert len(data) < apprentice.counts.nbytes / 10
+    assert len(data) < apprentice.counts_.nbytes / 10
     loaded = Apprentice.loads(data)
-    np.testing.assert_array_equal(loaded.counts, apprentice.counts)
+    np.testing.assert_array_equal(loaded.counts_, apprentice.counts_)
     features, parents = random_instances(rng, 10)[0], rng.random(10)
     np.testing.assert_allclose(loaded.priority(features, parents), apprentice.priority(features, parents))
     dense = Apprentice.__new__(Apprentice)  # as saved before the counts were saved sparse
@@ -264,18 +264,18 @@ def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
 
 def test_naive_bayes_follows_equations_1_and_2():
     apprentice = Apprentice()
-    apprentice.add([np.array([0, 0, 1]), np.array([2])], np.array([0.9, 0.1]))  # one high, one low
+    apprentice.partial_fit([np.array([0, 0, 1]), np.array([2])], np.array([0.9, 0.1]))  # one high, one low
     # vocabulary T = {0, 1, 2}; high counts (2, 1, 0) of 3, low counts (0, 0, 1) of 1
     q_high = np.array([3, 2, 1]) / (3 + 3)
     q_low = np.array([1, 1, 2]) / (3 + 1)
     link = np.array([0, 2])
     high, low = 0.5 * np.prod(q_high[link]), 0.5 * np.prod(q_low[link])
-    assert apprentice.score([link])[0] == pytest.approx(high / (high + low))
+    assert apprentice.predict_proba([link])[0] == pytest.approx(high / (high + low))
 
 
 def test_an_untrained_apprentice_says_so():
     apprentice = Apprentice()
-    apprentice.add([np.array([1, 2])], np.array([0.9]))
+    apprentice.partial_fit([np.array([1, 2])], np.array([0.9]))
     assert not apprentice.trained  # no low instance yet: the crawl stays best-first
 
 
@@ -352,7 +352,7 @@ def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(i
     crawler = Crawler.open(idiom_crawl("apprentice", 40, batch=10_000, blend=False, rescore_growth=0.25))
     due = []
     for learnt in (0, 100, 110, 124, 125, 150, 157):
-        crawler.apprentice.model.instances = np.array([learnt / 2, learnt / 2])
+        crawler.apprentice.model.instances_ = np.array([learnt / 2, learnt / 2])
         due.append(crawler.apprentice.rescore_due())
     assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
     crawler.store.close()
@@ -376,7 +376,7 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                       " WHERE u.state = 0").fetchall()
     score_of = {blob: int.from_bytes(blob[-4:], "little") / 2**32 for _, blob in rows}
-    crawler.apprentice.model.score = lambda blobs: np.array([score_of[b] for b in blobs])
+    crawler.apprentice.model.predict_proba = lambda blobs: np.array([score_of[b] for b in blobs])
     expected: dict[int, float] = {}
     for target, blob in rows:
         expected[target] = max(expected.get(target, 0.0), score_of[blob])
@@ -460,7 +460,7 @@ def test_the_truth_apprentice_learns_the_labels_it_is_given_not_the_critics(idio
     learnt = resumed.store.db.execute("SELECT u.url, lf.copies FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                                       " WHERE lf.learnt = 1").fetchall()
     high = sum(copies for url, copies in learnt if not_chess(url))
-    assert high > 0 and list(resumed.apprentice.model.instances) == [sum(c for _, c in learnt) - high, high]
+    assert high > 0 and list(resumed.apprentice.model.instances_) == [sum(c for _, c in learnt) - high, high]
     resumed.store.close()
 
 
@@ -536,16 +536,16 @@ def test_cocitation_never_tells_a_link_its_own_targets_judgement():
 
 def test_features_never_learnt_are_no_evidence():
     apprentice = Apprentice()
-    apprentice.add([np.array([0, 1]), np.array([9])], np.array([0.9, 0.1]))  # ids 2..8 went to other pages' terms
-    prior = apprentice.score([np.array([], dtype=np.int64)])[0]
-    assert apprentice.score([np.array([2, 3, 4, 5])])[0] == pytest.approx(prior)
-    assert apprentice.score([np.array([0, 3])])[0] > prior
+    apprentice.partial_fit([np.array([0, 1]), np.array([9])], np.array([0.9, 0.1]))  # ids 2..8 went to other pages' terms
+    prior = apprentice.predict_proba([np.array([], dtype=np.int64)])[0]
+    assert apprentice.predict_proba([np.array([2, 3, 4, 5])])[0] == pytest.approx(prior)
+    assert apprentice.predict_proba([np.array([0, 3])])[0] > prior
 
 
 def test_ties_at_the_median_do_not_leave_a_bucket_empty():
     apprentice = Apprentice()
-    apprentice.add([np.array([0]), np.array([1]), np.array([2])], np.array([0.0, 0.0, 0.7]), threshold=0.0)
-    assert list(apprentice.instances) == [2, 1]
+    apprentice.partial_fit([np.array([0]), np.array([1]), np.array([2])], np.array([0.0, 0.0, 0.7]), threshold=0.0)
+    assert list(apprentice.instances_) == [2, 1]
     apprentice = Apprentice()
-    apprentice.add([np.array([0]), np.array([1])], np.array([1.0, 1.0]), threshold=1.0)
-    assert list(apprentice.instances) == [0, 2]  # all equal: one bucket, the crawl stays best-first
+    apprentice.partial_fit([np.array([0]), np.array([1])], np.array([1.0, 1.0]), threshold=1.0)
+    assert list(apprentice.instances_) == [0, 2]  # all equal: one bucket, the crawl stays best-first

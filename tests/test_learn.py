@@ -117,7 +117,7 @@ def test_platt_sigmoid_fits_platts_smoothed_targets_not_hard_labels():
 @pytest.mark.parametrize("per_class", [5, 2, 1])
 def test_critic_scores_on_topic_text_above_off_topic_text(classifier, per_class):
     critic = Critic(classifier).fit(NETWORK[:per_class], BAKING[:per_class])
-    on, off = critic.score(ON_TOPIC), critic.score(OFF_TOPIC)
+    on, off = critic.predict_proba([ON_TOPIC])[0], critic.predict_proba([OFF_TOPIC])[0]
     assert 0.0 <= off < on <= 1.0
     if per_class == 5:
         assert on > 0.5 > off
@@ -125,7 +125,7 @@ def test_critic_scores_on_topic_text_above_off_topic_text(classifier, per_class)
 
 def test_critic_predict_proba_agrees_with_score():
     critic = Critic().fit(NETWORK, BAKING)
-    expected = [critic.score(ON_TOPIC), critic.score(OFF_TOPIC)]
+    expected = [critic.predict_proba([ON_TOPIC])[0], critic.predict_proba([OFF_TOPIC])[0]]
     np.testing.assert_allclose(critic.predict_proba([ON_TOPIC, OFF_TOPIC]), expected)
 
 
@@ -347,4 +347,4 @@ def test_judging_a_page_whose_leaf_terms_are_known_gives_the_same_relevance():
     Analyzer().page_terms(analysed)
     assert analysed.terms and not fresh.terms
     assert critic.judge(analysed).relevance == pytest.approx(critic.judge(fresh).relevance, rel=1e-12)
-    assert critic.judge(fresh).relevance == pytest.approx(critic.score(fresh.text), rel=1e-12)
+    assert critic.judge(fresh).relevance == pytest.approx(critic.predict_proba([fresh.text])[0], rel=1e-12)

@@ -128,65 +128,66 @@ class Apprentice:
 
     def __init__(self, d_max: int = 5, blend: bool = True):
         self.d_max = d_max
-        self.counts = np.zeros((2, 0))  # [low, high] × feature
-        self.instances = np.zeros(2)
-        self.split = HIGH  # the bucket boundary of the latest batch
+        self.counts_ = np.zeros((2, 0))  # [low, high] × feature
+        self.instances_ = np.zeros(2)
+        self.split_ = HIGH  # the bucket boundary of the latest batch
         self.blend = Blend() if blend else None
 
     def __getstate__(self) -> dict:
         """Without the cached weights, and the counts sparse: most ⟨t, d⟩ are never seen with one
         of the labels, and the model is saved after every batch (dense, 8.7 MB on a 2 000-page
         crawl, whose every save went through the database's journal)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_weights", "counts")}
-        nonzero = np.flatnonzero(self.counts).astype(np.int32)
-        state["sparse_counts"] = (self.counts.shape, nonzero, self.counts.ravel()[nonzero])
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_weights", "counts_")}
+        nonzero = np.flatnonzero(self.counts_).astype(np.int32)
+        state["sparse_counts"] = (self.counts_.shape, nonzero, self.counts_.ravel()[nonzero])
         return state
 
     def __setstate__(self, state: dict) -> None:
         state = {"blend": None, **state}  # saved before blends existed: the paper's apprentice
+        for name in ("counts", "instances", "split"):  # saved before learnt state had scikit-learn's names
+            if name in state:
+                state[name + "_"] = state.pop(name)
         if "sparse_counts" in state:  # saved dense before
             shape, nonzero, values = state.pop("sparse_counts")
-            state["counts"] = np.zeros(shape)
-            state["counts"].ravel()[nonzero] = values
+            state["counts_"] = np.zeros(shape)
+            state["counts_"].ravel()[nonzero] = values
         self.__dict__.update(state)
 
     @property
     def trained(self) -> bool:
-        return bool(np.all(self.instances > 0))
+        return bool(np.all(self.instances_ > 0))
 
-    def add(self, features: Links, relevance: np.ndarray, threshold: float = HIGH, copies: np.ndarray | None = None) -> None:
-        """Instances: the features of links (u, v) and the critic's Pr(c*|v); a target above
-        ``threshold`` is 'high' (``high_labels``; the crawler passes the median score, §2.3's
-        equally probable buckets).
-        ``copies``: how many links each instance stands for (the same as adding it that many times)."""
+    def partial_fit(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray | None = None,
+                    threshold: float = HIGH, copies: np.ndarray | None = None) -> Apprentice:
+        """A batch of instances as the online crawler gets them: the features of links (u, v) and
+        the critic's Pr(c*|v); a target above ``threshold`` is 'high' (``high_labels``; the
+        crawler passes the median score, §2.3's equally probable buckets). With the source
+        pages' scores (``parent_scores``) the instances first show the blend, while still
+        unseen, how the apprentice compares with the baseline. ``copies``: how many links each
+        instance stands for (the same as adding it that many times)."""
         if not len(features):
-            return
+            return self
+        if self.blend is not None and parent_scores is not None and self.trained:
+            weights = np.ones(len(features)) if copies is None else np.asarray(copies, dtype=float)
+            self.blend.observe(self.decision_function(features), np.asarray(parent_scores, dtype=float),
+                               high_labels(relevance, threshold), weights)
         copies = np.ones(len(features), dtype=np.int64) if copies is None else np.asarray(copies, dtype=np.int64)
-        self.split = threshold
+        self.split_ = threshold
         labels = high_labels(relevance, threshold)
         columns, lengths = _flatten(features)
-        width = max(self.counts.shape[1], int(columns.max(initial=-1)) + 1)
-        if width > self.counts.shape[1]:
-            self.counts = np.pad(self.counts, ((0, 0), (0, width - self.counts.shape[1])))
+        width = max(self.counts_.shape[1], int(columns.max(initial=-1)) + 1)
+        if width > self.counts_.shape[1]:
+            self.counts_ = np.pad(self.counts_, ((0, 0), (0, width - self.counts_.shape[1])))
         label_of_feature, copies_of_feature = np.repeat(labels, lengths), np.repeat(copies, lengths)
         for label in (0, 1):
             mine = label_of_feature == label
-            self.counts[label] += np.bincount(columns[mine], copies_of_feature[mine], minlength=width)
-            self.instances[label] += int(copies[labels == label].sum())
+            self.counts_[label] += np.bincount(columns[mine], copies_of_feature[mine], minlength=width)
+            self.instances_[label] += int(copies[labels == label].sum())
         self._weights = None
+        return self
 
-    def learn(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, threshold: float = HIGH,
-              copies: np.ndarray | None = None) -> None:
-        """A batch of instances as the online crawler gets them: first, while still unseen, they
-        show the blend how the apprentice compares with the baseline; then they are added."""
-        if self.blend is not None and self.trained and len(features):
-            weights = np.ones(len(features)) if copies is None else np.asarray(copies, dtype=float)
-            self.blend.observe(self.log_odds(features), np.asarray(parent_scores, dtype=float),
-                               high_labels(relevance, threshold), weights)
-        self.add(features, relevance, threshold, copies)
-
-    def learn_at_once(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],
-                      threshold: float = HIGH) -> None:
+    def fit(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],
+            threshold: float = HIGH) -> Apprentice:
         """Offline (§3.5), every instance at once: the blend sees the links of half the source
         pages scored by an apprentice trained on the other half, and the other way round."""
         if self.blend is not None:
@@ -194,14 +195,15 @@ class Apprentice:
             half = np.array([zlib.crc32(source.encode()) % 2 for source in sources], dtype=bool)
             for held_out in (half, ~half):
                 other = Apprentice(self.d_max, blend=False)
-                other.add([f for f, h in zip(features, held_out) if not h], relevance[~held_out], threshold)
+                other.partial_fit([f for f, h in zip(features, held_out) if not h], relevance[~held_out],
+                                  threshold=threshold)
                 if other.trained and held_out.any():
-                    self.blend.observe(other.log_odds([f for f, h in zip(features, held_out) if h]),
+                    self.blend.observe(other.decision_function([f for f, h in zip(features, held_out) if h]),
                                        parent_scores[held_out], labels[held_out], np.ones(int(held_out.sum())))
             if not self.blend.fitted:
                 log.warning("apprentice: too few instances of both kinds to fit the blend; the apprentice alone")
                 self.blend = None
-        self.add(features, relevance, threshold)
+        return self.partial_fit(features, relevance, threshold=threshold)
 
     @property
     def ready(self) -> bool:
@@ -212,24 +214,24 @@ class Apprentice:
         """A link's priority: the blend of the apprentice and the source page's critic score, or
         the apprentice's Pr(high) alone without a blend (the paper's apprentice)."""
         if self.blend is None:
-            return self.score(features)
-        return _sigmoid(self.blend.log_odds(self.log_odds(features), np.asarray(parent_scores, dtype=float)))
+            return self.predict_proba(features)
+        return _sigmoid(self.blend.log_odds(self.decision_function(features), np.asarray(parent_scores, dtype=float)))
 
     def _log_ratio(self) -> np.ndarray:
         """log q_high,t − log q_low,t (eq. 1) for every feature, and a 0 after them; 0 for features
-        never seen in training, which are no evidence either way (cached until the next ``add``)."""
+        never seen in training, which are no evidence either way (cached until the next ``partial_fit``)."""
         if getattr(self, "_weights", None) is None:
-            seen = self.counts.sum(axis=0) > 0
+            seen = self.counts_.sum(axis=0) > 0
             vocabulary = max(int(seen.sum()), 1)  # |T| of eq. 1
-            log_q = np.log1p(self.counts) - np.log(vocabulary + self.counts.sum(axis=1, keepdims=True))
+            log_q = np.log1p(self.counts_) - np.log(vocabulary + self.counts_.sum(axis=1, keepdims=True))
             self._weights = np.append(np.where(seen, log_q[1] - log_q[0], 0.0), 0.0)  # last: ids beyond the counts
         return self._weights
 
-    def score(self, features: Links) -> np.ndarray:
+    def predict_proba(self, features: Links) -> np.ndarray:
         """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
-        return _sigmoid(self.log_odds(features))
+        return _sigmoid(self.decision_function(features))
 
-    def log_odds(self, features: Links) -> np.ndarray:
+    def decision_function(self, features: Links) -> np.ndarray:
         """log Pr(high | link) / Pr(low | link) for each link."""
         if not len(features):
             return np.zeros(0)
@@ -237,7 +239,7 @@ class Apprentice:
         weights = self._log_ratio()
         evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths),
                                weights[np.minimum(columns, len(weights) - 1)], minlength=len(lengths))
-        return evidence + np.log(self.instances[1] / self.instances[0])
+        return evidence + np.log(self.instances_[1] / self.instances_[0])
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -286,13 +288,17 @@ class Blend:
     LOG_ODDS_BINS, SCORE_BINS = 40, 20
 
     def __init__(self):
-        self.counts = np.zeros((2, self.LOG_ODDS_BINS, self.SCORE_BINS))  # label × apprentice × source score
-        self.sums = np.zeros((2, *self.counts.shape))  # the two inputs summed per cell
-        self.weights: np.ndarray | None = None  # apprentice log-odds, source logit, intercept
+        self.counts_ = np.zeros((2, self.LOG_ODDS_BINS, self.SCORE_BINS))  # label × apprentice × source score
+        self.sums_ = np.zeros((2, *self.counts_.shape))  # the two inputs summed per cell
+        self.weights_: np.ndarray | None = None  # apprentice log-odds, source logit, intercept
+
+    def __setstate__(self, state: dict) -> None:
+        """Blends saved before learnt state had scikit-learn's names."""
+        self.__dict__.update({name if name.endswith("_") else name + "_": value for name, value in state.items()})
 
     @property
     def fitted(self) -> bool:
-        return self.weights is not None
+        return self.weights_ is not None
 
     def _inputs(self, apprentice_log_odds: np.ndarray, parent_scores: np.ndarray) -> np.ndarray:
         return np.stack([np.clip(apprentice_log_odds, -self.LOG_ODDS_LIMIT, self.LOG_ODDS_LIMIT), _logit(parent_scores)])
@@ -303,19 +309,19 @@ class Blend:
         a = np.minimum(((x[0] + self.LOG_ODDS_LIMIT) / (2 * self.LOG_ODDS_LIMIT) * self.LOG_ODDS_BINS).astype(int),
                        self.LOG_ODDS_BINS - 1)
         p = np.clip((np.asarray(parent_scores) * self.SCORE_BINS).astype(int), 0, self.SCORE_BINS - 1)
-        np.add.at(self.counts, (labels, a, p), copies)
+        np.add.at(self.counts_, (labels, a, p), copies)
         for i in (0, 1):
-            np.add.at(self.sums[i], (labels, a, p), x[i] * copies)
+            np.add.at(self.sums_[i], (labels, a, p), x[i] * copies)
         self._fit()
 
     def _fit(self) -> None:
         from sklearn.linear_model import LogisticRegression
 
-        label, a, p = np.nonzero(self.counts)
+        label, a, p = np.nonzero(self.counts_)
         if len(np.unique(label)) < 2:
             return
-        weight = self.counts[label, a, p]
-        x = (self.sums[:, label, a, p] / weight).T
+        weight = self.counts_[label, a, p]
+        x = (self.sums_[:, label, a, p] / weight).T
         keep = [0, 1]
         while keep:  # refit without a weight that comes out negative
             model = LogisticRegression(C=100.0).fit(x[:, keep], label, sample_weight=weight / weight.mean())
@@ -329,10 +335,10 @@ class Blend:
             weights[2] = model.intercept_[0]
         else:
             weights[1] = 1.0  # neither helps: keep best-first's order
-        self.weights = weights
+        self.weights_ = weights
 
     def log_odds(self, apprentice_log_odds: np.ndarray, parent_scores: np.ndarray) -> np.ndarray:
-        return self.weights[:2] @ self._inputs(apprentice_log_odds, parent_scores) + self.weights[2]
+        return self.weights_[:2] @ self._inputs(apprentice_log_odds, parent_scores) + self.weights_[2]
 
 
 Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)

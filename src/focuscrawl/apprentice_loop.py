@@ -122,7 +122,7 @@ class ApprenticeLoop:
             features = [np.concatenate([f, w]) for f, w in zip(features, words)]
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
-            judged = {i: scores[link.url] > self.model.split for i, link in enumerate(page.links) if link.url in scores}
+            judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
             cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, settings.d_max)
             features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
         return features
@@ -138,7 +138,7 @@ class ApprenticeLoop:
                 if self.instance_label is not None:
                     urls = self.store.urls_of(list(targets))
                     relevance = [self.instance_label(urls[target]) for target in targets]
-                self.model.learn(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
+                self.model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
                                  np.array(copies))
             rescored = self.rescore_frontier() if self.rescore_due() else 0
             if rescored:
@@ -151,8 +151,8 @@ class ApprenticeLoop:
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         blend = self.model.blend
         log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", len(instances),
-                 *self.model.instances, rescored,
-                 "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights[:2])
+                 *self.model.instances_, rescored,
+                 "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
     def rescore_due(self) -> bool:
@@ -163,7 +163,7 @@ class ApprenticeLoop:
         crawl). Links found meanwhile get the current model's score."""
         if not self.model.ready:
             return False
-        learnt = float(self.model.instances.sum())
+        learnt = float(self.model.instances_.sum())
         last = self.store.get_meta("apprentice_rescored_at")
         if last is not None and learnt < float(last) * (1 + self.settings.rescore_growth):
             return False

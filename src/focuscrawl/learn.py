@@ -403,9 +403,6 @@ class Critic:
         p = np.clip(self.predict_proba(texts), 1e-12, 1 - 1e-12)
         return np.log(p) - np.log1p(-p)
 
-    def score(self, text: str) -> float:
-        return float(self.predict_proba([text])[0])
-
     def judge(self, page) -> Judgement:
         """What the crawler calls (a relevant page also gets its preview); reference critics used
         in evaluation judge by URL instead."""
@@ -414,7 +411,7 @@ class Critic:
             features = self._features(frequencies=[counts.analyzer.page_frequencies(page)])
             relevance = float(self._learner().predict_proba(features)[0, self.positive_column_])
         else:  # a critic saved with scikit-learn's CountVectorizer
-            relevance = self.score(page.text)
+            relevance = float(self.predict_proba([page.text])[0])
         weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none
         if relevance < RELEVANT or not weights:
             return Judgement(relevance)

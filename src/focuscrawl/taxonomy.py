@@ -250,6 +250,10 @@ class TaxonomyModel:
             node_path = best.path
         return Assignment(path[-1][0] if path else None, path[-1][1] if path else 0.0, relevance or 0.0, path)
 
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """Pr(in the taxonomy's topics) of each text, as :meth:`judge` gives it (re-judging stored pages)."""
+        return np.array([self.assign(text).relevance for text in texts])
+
     def options(self) -> dict:
         """The constructor's arguments, to train again the same way."""
         return {"language": self.language, "stem": self.stem, "features": self.features, "candidates": self.candidates,

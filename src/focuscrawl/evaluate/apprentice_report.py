@@ -61,11 +61,11 @@ def _accuracy(features, labels, held_out, d_max: int, plain: bool) -> dict:
     window = _within(features, d_max, plain)
     apprentice = Apprentice(WIDEST)
     split = float(np.median(labels))
-    apprentice.add([f for f, h in zip(window, held_out) if not h], labels[~held_out], split)
+    apprentice.partial_fit([f for f, h in zip(window, held_out) if not h], labels[~held_out], threshold=split)
     if not apprentice.trained:
         return {"d_max": d_max, "high": None, "low": None, "average": None}
     test = [f for f, h in zip(window, held_out) if h]
-    predicted = apprentice.score(test) >= HIGH
+    predicted = apprentice.predict_proba(test) >= HIGH
     actual = labels[held_out] > split if 0 < (labels > split).sum() < len(labels) else labels[held_out] >= split
 
     def share(mask: np.ndarray) -> float | None:
@@ -104,9 +104,9 @@ def _blend(apprentice: Apprentice | None) -> dict | None:
     page's critic score, and on how many held-out links (None: the paper's apprentice alone)."""
     if apprentice is None or apprentice.blend is None or not apprentice.blend.fitted:
         return None
-    weights = apprentice.blend.weights
+    weights = apprentice.blend.weights_
     return {"apprentice": float(weights[0]), "source_page": float(weights[1]), "intercept": float(weights[2]),
-            "held_out_links": float(apprentice.blend.counts.sum())}
+            "held_out_links": float(apprentice.blend.counts_.sum())}
 
 
 def _priorities(db, apprentice: Apprentice | None) -> dict | None:
@@ -115,7 +115,7 @@ def _priorities(db, apprentice: Apprentice | None) -> dict | None:
     baseline = queries.queued_parent_scores(db)
     links = queries.queued_link_instances(db)
     blobs, parents = [blob for _, blob, _ in links], np.array([parent for _, _, parent in links])
-    scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.score(blobs)) if links else []
+    scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.predict_proba(blobs)) if links else []
     best: dict[int, float] = {}
     for (target, _, _), score in zip(links, scores):
         best[target] = max(best.get(target, 0.0), float(score))

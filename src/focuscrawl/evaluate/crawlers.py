@@ -58,7 +58,7 @@ def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path,
                                                          crawler.apprentice.model.d_max, crawler.config.apprentice.url_words,
                                                          label)
     with closing(open_existing(baseline)) as db:
-        crawler.apprentice.model.learn_at_once(features, scores, parents, sources, median_score(db))
+        crawler.apprentice.model.fit(features, scores, parents, sources, median_score(db))
     with crawler.store.transaction():  # saved, so that a resumed crawl goes on with it
         crawler.store.save_model("apprentice", crawler.apprentice.model.dumps())
 

@@ -54,7 +54,7 @@ def cross_validate(name: str, texts: list[str], labels: list[int], folds: int, s
             critic = Critic(name, **options).fit(positives, negatives)
         train_seconds.append(time.perf_counter() - started)
         started = time.perf_counter()
-        scores = [critic.score(texts[i]) for i in test]  # one page per call, as in the crawl
+        scores = [critic.predict_proba([texts[i]])[0] for i in test]  # one page per call, as in the crawl
         classify_seconds += time.perf_counter() - started
         correct += sum((score >= 0.5) == (y[i] == 1) for score, i in zip(scores, test))
     return {"accuracy": correct / len(texts), "train_seconds": float(np.mean(train_seconds)),
