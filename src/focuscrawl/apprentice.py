@@ -102,6 +102,27 @@ def url_features(urls: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
     return _pieces(ids, [len(link) for link in words])
 
 
+def page_link_features(leaf_terms: LeafTerms, page, wanted: list[int], term_ids, d_max: int = 5,
+                       url_words: bool = False, topic: str | None = None,
+                       judged: dict[int, bool] | None = None) -> list[np.ndarray]:
+    """The one recipe of a link's instance, for the crawl and for offline instances alike: the
+    features of the page's links ``wanted`` (indices into ``page.links``): ⟨t, d⟩, and the
+    optional families: the words of the target's URL, the page's class (``topic``), and the
+    links near it to targets already judged (``judged``: link index -> high)."""
+    spans = [(link.leaf_start, link.leaf_end) for link in page.links]
+    features = link_features(leaf_terms, [spans[i] for i in wanted], term_ids, d_max)
+    if topic is not None:
+        page_class = class_features(topic, term_ids, d_max)
+        features = [np.concatenate([f, page_class]) for f in features]
+    if url_words:
+        words = url_features([page.links[i].url for i in wanted], term_ids, d_max)
+        features = [np.concatenate([f, w]) for f, w in zip(features, words)]
+    if judged is not None:
+        cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, d_max)
+        features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
+    return features
+
+
 def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool], term_ids,
                         d_max: int = 5) -> list[np.ndarray]:
     """§2.2.3: for link i, every link j of the page to another target, within d_max leaves, whose
@@ -397,13 +418,9 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
                     page = parse_html(record.content_stream().read(), url)
                 except DecodeError:
                     continue
-                links = [link for link in page.links if (label is not None or link.url in relevance) and link.url != url]
-                found = link_features(analyzer.leaf_terms(page.leaves),
-                                      [(link.leaf_start, link.leaf_end) for link in links], term_ids, d_max)
-                if url_words:
-                    found = [np.concatenate([f, w]) for f, w in zip(found, url_features(
-                        [link.url for link in links], term_ids, d_max))]
-                features += found
-                labels += [score_of_target(link.url) for link in links]
-                sources += [url] * len(links)
+                wanted = [i for i, link in enumerate(page.links)
+                          if (label is not None or link.url in relevance) and link.url != url]
+                features += page_link_features(analyzer.leaf_terms(page.leaves), page, wanted, term_ids, d_max, url_words)
+                labels += [score_of_target(page.links[i].url) for i in wanted]
+                sources += [url] * len(wanted)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

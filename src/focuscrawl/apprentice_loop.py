@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import (HIGH, Apprentice, TermIds, class_features, cocitation_features, link_features,
-                                   median_score, pack, url_features)
+from focuscrawl.apprentice import HIGH, Apprentice, TermIds, median_score, pack, page_link_features
 from focuscrawl.config import CrawlConfig
 from focuscrawl.frontier import Discovered, Frontier
 from focuscrawl.learn import Judgement
@@ -110,22 +109,14 @@ class ApprenticeLoop:
     def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
         """The features of the page's links ``wanted`` (indices into page.links): ⟨t, d⟩, and
         the optional families."""
-        settings, term_ids = self.settings, self.term_ids
-        spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-        features = link_features(self.analyzer.page_terms(page), [spans[i] for i in wanted], term_ids, settings.d_max)
+        settings, topic, judged = self.settings, None, None
         if settings.class_features and judgement is not None:
             topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
-            page_classes = class_features(topic, term_ids, settings.d_max)
-            features = [np.concatenate([f, page_classes]) for f in features]
-        if settings.url_words:
-            words = url_features([page.links[i].url for i in wanted], term_ids, settings.d_max)
-            features = [np.concatenate([f, w]) for f, w in zip(features, words)]
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
-            cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, settings.d_max)
-            features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
-        return features
+        return page_link_features(self.analyzer.page_terms(page), page, wanted, self.term_ids, settings.d_max,
+                                  settings.url_words, topic, judged)
 
     def train(self) -> None:
         """Learn the links whose targets were judged since the last batch, then, when due,
