@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -93,10 +95,12 @@ def test_corrupt_model_file_is_a_clear_error_and_changes_nothing(serve, tmp_path
     out = tmp_path / "out"
     focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative", tmp_path / "neg.txt",
                "--max-pages", 2, "--out", out, "-q")
-    (out / "models" / "critic.pkl").write_bytes(b"not a pickle")
+    with closing(sqlite3.connect(out / "crawl.db")) as db:
+        db.execute("UPDATE models SET data = x'00' WHERE name = 'critic'")
+        db.commit()
     config_before = (out / "config.yml").read_text()
     run = focuscrawl("resume", out, "--max-pages", 10)
-    assert run.returncode == 2 and "critic.pkl: not a usable model" in run.stderr
+    assert run.returncode == 2 and "crawl.db (the critic): not a usable model" in run.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["pages_fetched"] == 2
     assert (out / "config.yml").read_text() == config_before
 

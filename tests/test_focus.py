@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import pickle
 import sqlite3
 
 import numpy as np
 import pytest
 
 from focuscrawl.config import validate_config
-from focuscrawl.crawler import Crawler
+from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.focus import select_archetypes
 from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END
 from focuscrawl.graph import TopicGraph, bharat_henzinger
 from focuscrawl.learn import Critic, Judgement
-from focuscrawl.store import SKIPPED, CrawlDir, SqliteFrontier, Store
+from focuscrawl.store import SKIPPED, SqliteFrontier, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
@@ -152,7 +151,7 @@ def test_retraining_changes_the_critic_persists_it_and_survives_resume(synthetic
     assert steps, "no retraining happened"
     _, _, first = steps[0]
     assert first["archetypes"] > 0 and first["added"] and "features_added" in first and "harvest_before" in first
-    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
+    saved = crawl_critic(directory)
     assert len(saved.examples_[0]) == 10  # the originals stay the originals
     probe = "socket connection timeout address family host port"
     original = type(saved)(saved.classifier).fit(*saved.examples_)
@@ -193,7 +192,7 @@ def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthet
     assert first["archetypes"] == positives > 0  # §2.5.3: every positive page of the learning phase
     # ... and they stay training data: later retrainings add to them, the critic keeps them as examples
     assert first["training_basis"] == positives
-    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
+    saved = crawl_critic(directory)
     assert len(saved.examples_[0]) >= 10 + positives
 
 
@@ -205,7 +204,7 @@ def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
     (step,) = adaptations(directory)
     assert step[1] == "pseudo examples" and step[0] == 30
     assert (step[2]["pseudo_positives"], step[2]["pseudo_negatives"]) == (15, 30)
-    saved = pickle.loads(CrawlDir(directory).critic.read_bytes())
+    saved = crawl_critic(directory)
     assert len(saved.examples_[0]) == 10  # retrained on originals + pseudo examples, originals kept apart
 
 
@@ -290,7 +289,7 @@ def test_a_taxonomy_crawl_retrains_every_topic_with_its_archetypes(synthetic, tm
     assert steps and "error" not in steps[0]
     assert set(steps[-1]["by_topic"]) == {"Computing/networking", "Computing/files"}
     assert sum(steps[-1]["by_topic"].values()) > 0
-    saved = TaxonomyModel.load(directory / "models" / "taxonomy.pkl")
+    saved = crawl_critic(directory)
     assert sum(saved.child(f"Computing/{t}").examples[0] for t in positives) > 12  # the examples and archetypes
     queues = {q for (q,) in sqlite3.connect(directory / "crawl.db").execute("SELECT DISTINCT queue FROM urls")}
     assert {"Computing/networking", "Computing/files"} <= queues

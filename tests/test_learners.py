@@ -120,3 +120,18 @@ def test_an_apprentice_saved_before_the_names_ended_in_an_underscore_still_loads
     probe = _instances(rng, 10)[0]
     np.testing.assert_allclose(restored.priority(probe, np.full(10, 0.5)), apprentice.priority(probe, np.full(10, 0.5)))
     assert pickle.loads(pickle.dumps(restored)).split_ == apprentice.split_
+
+
+def test_the_crawls_critic_lives_in_its_database_and_older_crawls_keep_theirs_in_models(tmp_path):
+    from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
+    from focuscrawl.store import CrawlDir, Store
+
+    store = Store(tmp_path / "old")
+    assert crawl_critic(tmp_path / "old") is None
+    legacy = Critic("svm-linear").fit(NETWORK, BAKING)
+    CrawlDir(tmp_path / "old").models.mkdir()
+    legacy.save(CrawlDir(tmp_path / "old").legacy_critics[0])
+    np.testing.assert_allclose(crawl_critic(tmp_path / "old").predict_proba([ON_TOPIC]), legacy.predict_proba([ON_TOPIC]))
+    store.save_model(CRITIC_MODEL, pickle.dumps(_taxonomy()))
+    assert isinstance(crawl_critic(tmp_path / "old"), TaxonomyModel)  # the database's wins
+    store.close()

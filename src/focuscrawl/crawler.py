@@ -9,10 +9,12 @@ import errno
 import json
 import logging
 import os
+import pickle
 import signal
 import sqlite3
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 from focuscrawl.apprentice_loop import ApprenticeLoop
@@ -22,10 +24,10 @@ from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Frontier, Item
-from focuscrawl.learn import Critic, ModelError, load_model
+from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
-from focuscrawl.store import CrawlDir, CrawlDirError, SqliteFrontier, Store, fetch_counts, queries
+from focuscrawl.store import CrawlDir, CrawlDirError, SqliteFrontier, Store, fetch_counts, open_existing, queries
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.topics import expand, train_critic
 
@@ -72,22 +74,35 @@ def read_seeds(config: CrawlConfig) -> list[str]:
     return seeds
 
 
-def critic_file(directory: Path) -> Path | None:
-    """The critic of a crawl directory, or of a taxonomy folder (its ``MODEL_FILE``)."""
+CRITICS = (Critic, TaxonomyModel)
+CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)
+
+
+def crawl_critic(directory: Path) -> Critic | TaxonomyModel | None:
+    """The critic a crawl judges with, kept with its other models in the crawl database (crawls
+    made before kept it in ``models/``); None before the crawl has trained one."""
     files = CrawlDir(directory)
-    return next((path for path in (files.critic, files.taxonomy_critic, Path(directory) / MODEL_FILE)
-                 if path.exists()), None)
+    with closing(open_existing(directory)) as db:
+        data = queries.load_model(db, CRITIC_MODEL)
+    if data is not None:
+        return model_from_bytes(data, CRITICS, "a critic or a taxonomy model", f"{files.database} (the critic)")
+    saved = next((path for path in files.legacy_critics if path.exists()), None)
+    return load_model(saved, CRITICS, "a critic or a taxonomy model") if saved else None
 
 
 def load_critic(path: Path) -> Critic | TaxonomyModel:
     """The critic of a crawl folder, of a taxonomy folder, or in a model file."""
     path = Path(path)
+    if CrawlDir(path).exists():
+        critic = crawl_critic(path)
+        if critic is None:
+            raise ModelError(f"{path}: this crawl has not trained a critic yet")
+        return critic
     if path.is_dir():
-        found = critic_file(path)
-        if found is None:
+        if not (path / MODEL_FILE).exists():
             raise ModelError(f"{path}: no model here (neither a crawl with a critic nor a 'topics import' folder)")
-        path = found
-    return load_model(path, (Critic, TaxonomyModel), "a critic or a taxonomy model")
+        path = path / MODEL_FILE
+    return load_model(path, CRITICS, "a critic or a taxonomy model")
 
 
 class Crawler:
@@ -172,7 +187,7 @@ class Crawler:
         if not files.exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
         config = load_config(files.config)
-        critic = load_critic(directory) if critic_file(directory) else None
+        critic = crawl_critic(directory)
         if budget:
             data = config.model_dump(mode="json")
             data["budget"].update(budget)
@@ -205,9 +220,8 @@ class Crawler:
                 self.fetcher = self.pages.fetcher = fetcher
                 if self.critic is None and self.config.topic.positive:
                     await self._train_critic()
-                elif self.critic is None and self.config.topic.taxonomy:
-                    self.critic = TaxonomyModel.load(self.config.topic.taxonomy)
-                    self.critic.save(self.store.files.taxonomy_critic)  # the crawl keeps the model it used
+                elif self.critic is None and self.config.topic.taxonomy:  # the crawl keeps the model it used
+                    self.set_critic(TaxonomyModel.load(self.config.topic.taxonomy))
                 if self.adaptation is not None:
                     self.adaptation.resume()
                 self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
@@ -245,8 +259,7 @@ class Crawler:
         self.stop(f"budget: max_seconds {self.config.budget.max_seconds}")
 
     async def _train_critic(self) -> None:
-        self.critic = await train_critic(self.config, self.fetcher)
-        self.critic.save(self.store.files.critic)
+        self.set_critic(await train_critic(self.config, self.fetcher))
 
     async def _tick(self, on_progress, every: float) -> None:
         while True:
@@ -318,5 +331,5 @@ class Crawler:
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
-        critic.save(self.store.files.taxonomy_critic if isinstance(critic, TaxonomyModel) else self.store.files.critic)
+        self.store.save_model(CRITIC_MODEL, pickle.dumps(critic, protocol=pickle.HIGHEST_PROTOCOL))
         self.critic = critic

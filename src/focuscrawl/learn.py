@@ -435,11 +435,18 @@ def save_model(model, path: Path) -> None:
 def load_model(path: Path, kinds: tuple[type, ...], what: str):
     """A pickled model of one of ``kinds``; anything else is a ModelError naming the file."""
     try:
-        model = pickle.loads(Path(path).read_bytes())
+        data = Path(path).read_bytes()
     except OSError as err:
         raise ModelError(f"{path}: cannot read model: {err.strerror}") from None
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise ModelError(f"{path}: not a usable model: {type(err).__name__}: {err}") from None
+    return model_from_bytes(data, kinds, what, str(path))
+
+
+def model_from_bytes(data: bytes, kinds: tuple[type, ...], what: str, where: str):
+    """A pickled model of one of ``kinds``; anything else is a ModelError naming ``where`` it was."""
+    try:
+        model = pickle.loads(data)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad model
+        raise ModelError(f"{where}: not a usable model: {type(err).__name__}: {err}") from None
     if not isinstance(model, kinds):
-        raise ModelError(f"{path}: holds a {type(model).__name__}, not {what}")
+        raise ModelError(f"{where}: holds a {type(model).__name__}, not {what}")
     return model

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from focuscrawl.config import ConfigError, load_config, validate_config
-from focuscrawl.crawler import Crawler, critic_file, load_critic
+from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
@@ -329,7 +329,7 @@ def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float
         rows = queries.judged_originals(db)
     if not rows:
         return None
-    critic = load_critic(directory) if critic_file(directory) else None
+    critic = crawl_critic(directory)
     scores = critic.predict_proba([text or "" for _, text, _ in rows]) if isinstance(critic, Critic) \
         else [r for *_, r in rows]
     best = sorted(range(len(rows)), key=lambda i: -scores[i])[:count]

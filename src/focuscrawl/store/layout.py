@@ -1,10 +1,10 @@
 """The crawl directory's files: the one place that knows their names.
 
     config.yml      the validated configuration the crawl runs with
-    crawl.db        SQLite (WAL): urls (seen set + frontier), fetches, documents, links, hosts, models
+    crawl.db        SQLite (WAL): urls (seen set + frontier), fetches, documents, links, hosts, and the
+                    models (the critic, the apprentice), saved in the transactions that use them
     crawl.lock      held by the one process crawling the directory
     warc/           request and response records, crawl-NNNNN.warc.gz
-    models/         the critic the crawl judges with (critic.pkl, or taxonomy.pkl / model.pkl)
     harvest.jsonl   one line per N pages: pages so far and running harvest rate
     crawl.log       what happened, for people
 """
@@ -43,14 +43,9 @@ class CrawlDir:
         return self.path / "models"
 
     @property
-    def critic(self) -> Path:
-        """A single topic's critic."""
-        return self.models / "critic.pkl"
-
-    @property
-    def taxonomy_critic(self) -> Path:
-        """The taxonomy a crawl was started with, as it used it."""
-        return self.models / "taxonomy.pkl"
+    def legacy_critics(self) -> list[Path]:
+        """Where crawls made before the critic moved into the database kept it."""
+        return [self.models / "critic.pkl", self.models / "taxonomy.pkl"]
 
     @property
     def harvest_log(self) -> Path:

@@ -62,7 +62,6 @@ class Store:
         self.files = CrawlDir(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_directory(self.directory)
-        self.files.models.mkdir(exist_ok=True)
         self.db = connect(self.files.database)
         upgrade_schema(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes) if warc else None
