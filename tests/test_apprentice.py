@@ -318,14 +318,12 @@ def idiom_crawl(serve, make_config, tmp_path):
         (positives / f"{i}.html").write_text(pages[f"/c0-{i}"])
         (negatives / f"{i}.html").write_text(pages[f"/g0-{i}"])
 
-    def make(strategy: str, max_pages: int, batch: int, prepare=None, name: str | None = None, frontier=None,
+    def make(strategy: str, max_pages: int, batch: int, parts=None, name: str | None = None, frontier=None,
              **apprentice):
         config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
                              topic={"positive": [str(positives)], "negative": [str(negatives)]},
                              apprentice={"batch": batch, **apprentice}, fetch={"concurrency": 4}, frontier=frontier or {})
-        crawler = Crawler.create(config, tmp_path / (name or strategy))
-        if prepare:
-            prepare(crawler)
+        crawler = Crawler.create(config, tmp_path / (name or strategy), parts)
         asyncio.run(crawler.run())
         return tmp_path / (name or strategy)
 
@@ -436,9 +434,9 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
 
     baseline = idiom_crawl("best-first", 150, batch=60)
     offline = idiom_crawl("apprentice", 150, batch=10**9, name="offline",
-                          prepare=lambda crawler: REGISTRY["apprentice-offline"].prepare(crawler, None, baseline))
+                          parts=REGISTRY["apprentice-offline"].parts(None, baseline))
     recall = idiom_crawl("apprentice", 150, batch=10**9, name="recall",
-                         prepare=lambda crawler: REGISTRY["recall"].prepare(crawler, None, baseline))
+                         parts=REGISTRY["recall"].parts(None, baseline))
     (base_harvest, base_urls), (offline_harvest, _), (_, recall_urls) = map(harvest_of, (baseline, offline, recall))
     assert offline_harvest > base_harvest + 0.1
     resumed = Crawler.open(offline)  # the apprentice learnt from the baseline is saved with the crawl
@@ -446,7 +444,7 @@ def test_offline_apprentice_and_recall_crawler_learn_from_a_baseline_crawl(idiom
     resumed.store.close()
     assert recall_urls <= base_urls  # §3.6: only what the baseline visited
     online = idiom_crawl("apprentice", 150, batch=20, name="recall-online",
-                         prepare=lambda crawler: REGISTRY["recall-online"].prepare(crawler, None, baseline))
+                         parts=REGISTRY["recall-online"].parts(None, baseline))
     assert harvest_of(online)[1] == base_urls  # the same pages, in its own order
 
 
@@ -455,7 +453,7 @@ def test_the_truth_apprentice_learns_the_labels_it_is_given_not_the_critics(idio
 
     not_chess = lambda url: "/c" not in url  # noqa: E731 - the opposite of what the critic was taught
     crawl = idiom_crawl("apprentice", 150, batch=60, name="truth",
-                        prepare=lambda crawler: REGISTRY["apprentice-truth"].prepare(crawler, not_chess))
+                        parts=REGISTRY["apprentice-truth"].parts(not_chess))
     resumed = Crawler.open(crawl)
     learnt = resumed.store.db.execute("SELECT u.url, lf.copies FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                                       " WHERE lf.learnt = 1").fetchall()
@@ -476,7 +474,7 @@ def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_base
     assert len(told) > len(judged)  # links to pages the baseline never fetched are instances too
     assert set(truth) == {0.0, 1.0} and set(scores) != {0.0, 1.0}  # the truth, not the critic's scores
     hindsight = idiom_crawl("apprentice", 150, batch=10**9, name="hindsight",
-                            prepare=lambda crawler: REGISTRY["apprentice-hindsight"].prepare(crawler, chess, baseline))
+                            parts=REGISTRY["apprentice-hindsight"].parts(chess, baseline))
     assert harvest_of(hindsight)[0] > harvest_of(idiom_crawl("best-first", 150, batch=60, name="bf150"))[0] + 0.1
 
 

@@ -53,8 +53,8 @@ def oracle_link_crawl(site, serve, tmp_path, order: str) -> list[tuple[float, fl
     config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first",
                           budget={"max_pages": 150}, politeness={"min_interval": 0.0, "per_host_connections": 2},
                           fetch={"loopback_only": True, "concurrency": 8}, frontier={"order": order})
-    crawler = Crawler.create(config, tmp_path / order)
-    REGISTRY["oracle-link"].prepare(crawler, lambda url: site.topic_of(url) == "networking", None)
+    crawler = Crawler.create(config, tmp_path / order,
+                             REGISTRY["oracle-link"].parts(lambda url: site.topic_of(url) == "networking", None))
     handouts = record_handouts(crawler)
     asyncio.run(crawler.run())
     return handouts

@@ -92,6 +92,11 @@ class ApprenticeLoop:
         """A redirect: the link's instance now points at where it led."""
         self.store.retarget_link_features(source_id, target_id)
 
+    def save(self) -> None:
+        """Keep the model with the crawl (a resumed crawl goes on with it)."""
+        with self.store.transaction():
+            self.store.save_model("apprentice", self.model.dumps())
+
     def rolled_back(self) -> None:
         """The page's transaction was rolled back: the term ids it handed out are gone."""
         self.term_ids = TermIds(self.store.db)

@@ -14,7 +14,9 @@ import signal
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 from focuscrawl.apprentice_loop import ApprenticeLoop
@@ -105,8 +107,22 @@ def load_critic(path: Path) -> Critic | TaxonomyModel:
     return load_model(path, CRITICS, "a critic or a taxonomy model")
 
 
+@dataclass
+class Parts:
+    """Parts a crawl is built with in place of those its configuration makes: evaluation's
+    references (a critic or a link priority that knows the truth) and variants (rules that keep
+    to a baseline's pages, labels for the apprentice's instances, an apprentice trained first).
+    They are not saved: a resumed crawl is built from its configuration."""
+
+    critic: object | None = None  # anything with judge(page) -> Judgement
+    strategy: Callable | None = None  # (parent relevance, depth, url, parent priority) -> priority, in every phase
+    rules: Callable[[UrlRules], UrlRules] | None = None  # given the configured URL rules, the crawl's
+    instance_label: Callable[[str], float] | None = None  # a link target's label for the apprentice
+    apprentice: Callable[[ApprenticeLoop], None] | None = None  # teaches the apprentice before the crawl
+
+
 class Crawler:
-    def __init__(self, directory: Path, config: CrawlConfig):
+    def __init__(self, directory: Path, config: CrawlConfig, parts: Parts | None = None):
         self.directory = Path(directory)
         self.config = config
         self.store = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
@@ -125,6 +141,12 @@ class Crawler:
                            if config.strategy == "apprentice" else None)  # best-first until it is ready
         self.pages = PagePipeline(config, self.store, self.frontier, self.hosts, self.apprentice, self.progress,
                                   self.stage_seconds)
+        self.parts = parts or Parts()
+        self.pages.critic = self.parts.critic
+        if self.parts.rules:
+            self.pages.rules = self.parts.rules(self.pages.rules)
+        if self.apprentice is not None:
+            self.apprentice.instance_label = self.parts.instance_label
         self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.stop_reason: str | None = None
@@ -142,26 +164,14 @@ class Crawler:
         self.pages.critic = critic
 
     @property
-    def rules(self) -> UrlRules:
-        return self.pages.rules
-
-    @rules.setter
-    def rules(self, rules: UrlRules) -> None:
-        self.pages.rules = rules
-
-    @property
     def priority(self):
         """The strategy of the current phase: a URL's priority from its parent's score."""
         return self.pages.focus.strategy
 
-    @priority.setter
-    def priority(self, strategy) -> None:
-        self.pages.focus.strategy = strategy
-
     # -- opening a crawl directory ------------------------------------------------------------
 
     @classmethod
-    def create(cls, config: CrawlConfig, directory: Path) -> Crawler:
+    def create(cls, config: CrawlConfig, directory: Path, parts: Parts | None = None) -> Crawler:
         """A new crawl; input is checked before anything is written."""
         directory = Path(directory)
         if CrawlDir(directory).exists():
@@ -171,7 +181,10 @@ class Crawler:
         expand(config.topic.negative, "topic.negative")
         directory.mkdir(parents=True, exist_ok=True)
         dump_config(config, CrawlDir(directory).config)
-        crawler = cls(directory, config)
+        crawler = cls(directory, config, parts)
+        if parts and parts.apprentice and crawler.apprentice:
+            parts.apprentice(crawler.apprentice)
+            crawler.apprentice.save()  # a resumed crawl goes on with it
         with crawler.store.transaction():
             crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase,
@@ -328,6 +341,8 @@ class Crawler:
         """The crawl policy of a phase ("crawl" when there are none, "learning", "harvesting")."""
         self.phase = name
         self.pages.focus = Focus.for_phase(self.config, name, self.seeds)
+        if self.parts.strategy is not None:
+            self.pages.focus.strategy = self.parts.strategy
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from focuscrawl.apprentice import crawl_instances, median_score
-from focuscrawl.crawler import Crawler
+from focuscrawl.apprentice_loop import ApprenticeLoop
+from focuscrawl.crawler import Parts
 from focuscrawl.learn import LEARNERS, Judgement
 from focuscrawl.store import open_existing, queries
 
@@ -20,8 +21,8 @@ class CrawlerSpec:
     name: str
     settings: dict = field(default_factory=dict)  # config overrides, section by section
     reference: bool = False  # uses the ground truth: plotted as a reference line
-    # prepare(crawler, is_relevant(url), the baseline's crawl of the same topic or None)
-    prepare: Callable[[Crawler, Callable[[str], bool], Path | None], None] | None = None
+    # parts(is_relevant(url), the baseline's crawl of the same topic or None): what the crawl is built with
+    parts: Callable[[Callable[[str], bool], Path | None], Parts] | None = None
     baseline: str | None = None  # a crawler whose crawl of the topic this one learns from (run first)
     # best-first with this crawler's critic: its loss cut is measured against that crawler
     same_critic: str = "best-first-svm"
@@ -37,30 +38,30 @@ class OracleCritic:
         return Judgement(1.0 if self.is_relevant(page.url) else 0.0)
 
 
-def _oracle_critic(crawler: Crawler, is_relevant, baseline=None) -> None:
-    crawler.critic = OracleCritic(is_relevant)
+def _oracle_critic(is_relevant, baseline=None) -> Parts:
+    return Parts(critic=OracleCritic(is_relevant))
 
 
-def _oracle_link(crawler: Crawler, is_relevant, baseline=None) -> None:
+def _oracle_link(is_relevant, baseline=None) -> Parts:
     """Priority = true relevance of the linked page (ties: the parent's score, then FIFO)."""
 
     def priority(parent_relevance: float | None, depth: int, url: str, parent_priority: float = 0.0) -> float:
         return (1.0 if is_relevant(url) else 0.0) + 0.001 * (parent_relevance or 0.0)
 
-    crawler.priority = priority
+    return Parts(strategy=priority)
 
 
-def _apprentice_offline(crawler: Crawler, is_relevant, baseline: Path,
-                        label: Callable[[str], float] | None = None) -> None:
+def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], float] | None = None) -> Parts:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more (``label``: see ``crawl_instances``)."""
-    features, scores, sources, parents = crawl_instances(baseline, crawler.apprentice.analyzer, crawler.apprentice.term_ids,
-                                                         crawler.apprentice.model.d_max, crawler.config.apprentice.url_words,
-                                                         label)
-    with closing(open_existing(baseline)) as db:
-        crawler.apprentice.model.fit(features, scores, parents, sources, median_score(db))
-    with crawler.store.transaction():  # saved, so that a resumed crawl goes on with it
-        crawler.store.save_model("apprentice", crawler.apprentice.model.dumps())
+
+    def teach(apprentice: ApprenticeLoop) -> None:
+        features, scores, sources, parents = crawl_instances(baseline, apprentice.analyzer, apprentice.term_ids,
+                                                             apprentice.model.d_max, apprentice.settings.url_words, label)
+        with closing(open_existing(baseline)) as db:
+            apprentice.model.fit(features, scores, parents, sources, median_score(db))
+
+    return Parts(apprentice=teach)
 
 
 class _VisitedOnly:
@@ -73,17 +74,17 @@ class _VisitedOnly:
         return self.rules.rejection(url) or (None if url in self.visited else "not visited by the baseline")
 
 
-def _baseline_pages_only(crawler: Crawler, is_relevant, baseline: Path) -> None:
+def _baseline_pages_only(is_relevant, baseline: Path) -> Parts:
     """The crawl may fetch only what the baseline fetched: the same pages in its own order."""
     with closing(open_existing(baseline)) as db:
         visited = queries.visited_urls(db)
-    crawler.rules = _VisitedOnly(crawler.rules, visited)
+    return Parts(rules=lambda rules: _VisitedOnly(rules, visited))
 
 
-def _truth_labels(crawler: Crawler, is_relevant, baseline=None) -> None:
+def _truth_labels(is_relevant, baseline=None) -> Parts:
     """The apprentice's instances labelled by the truth of their targets; the SVM critic still
     judges the pages (best-first before the switch-in, the blend's source scores)."""
-    crawler.apprentice.instance_label = _truth(is_relevant)
+    return Parts(instance_label=_truth(is_relevant))
 
 
 def _truth(is_relevant: Callable[[str], bool]) -> Callable[[str], float]:
@@ -91,16 +92,17 @@ def _truth(is_relevant: Callable[[str], bool]) -> Callable[[str], float]:
     return lambda url: 1.0 if is_relevant(url) else 0.0
 
 
-def _apprentice_hindsight(crawler: Crawler, is_relevant, baseline: Path) -> None:
+def _apprentice_hindsight(is_relevant, baseline: Path) -> Parts:
     """The offline apprentice taught the truth about every link out of the baseline's pages,
     fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
     limit (the critic's errors and the online apprentice's few early instances are gone)."""
-    _apprentice_offline(crawler, is_relevant, baseline, _truth(is_relevant))
+    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant))
 
 
-def _recall(crawler: Crawler, is_relevant, baseline: Path) -> None:
-    _apprentice_offline(crawler, is_relevant, baseline)
-    _baseline_pages_only(crawler, is_relevant, baseline)
+def _recall(is_relevant, baseline: Path) -> Parts:
+    """§3.6: the offline apprentice on the baseline's pages only."""
+    return Parts(apprentice=_apprentice_offline(is_relevant, baseline).apprentice,
+                 rules=_baseline_pages_only(is_relevant, baseline).rules)
 
 
 # Chakrabarti §3.7: best-first with the SVM critic until the apprentice has learnt a batch;
@@ -133,24 +135,24 @@ REGISTRY = {spec.name: spec for spec in [
     # §3.6 for the online apprentice: the baseline's pages only, so it fetches the same pages
     # (how soon it finds the relevant ones; its pages/s on the same pages, though it refuses
     # the links out of them and so scores and stores fewer)
-    CrawlerSpec("recall-online", ONLINE, prepare=_baseline_pages_only, baseline="best-first-svm"),
-    CrawlerSpec("apprentice-offline", OFFLINE, prepare=_apprentice_offline, baseline="best-first-svm"),
-    CrawlerSpec("recall", OFFLINE, prepare=_recall, baseline="best-first-svm"),
+    CrawlerSpec("recall-online", ONLINE, parts=_baseline_pages_only, baseline="best-first-svm"),
+    CrawlerSpec("apprentice-offline", OFFLINE, parts=_apprentice_offline, baseline="best-first-svm"),
+    CrawlerSpec("recall", OFFLINE, parts=_recall, baseline="best-first-svm"),
     # the online apprentice learning true labels, else the same: what the critic's errors cost it
-    CrawlerSpec("apprentice-truth", ONLINE, reference=True, prepare=_truth_labels),
+    CrawlerSpec("apprentice-truth", ONLINE, reference=True, parts=_truth_labels),
     # the offline apprentice with the true class of every link target: how far the features can go
-    CrawlerSpec("apprentice-hindsight", OFFLINE, reference=True, prepare=_apprentice_hindsight,
+    CrawlerSpec("apprentice-hindsight", OFFLINE, reference=True, parts=_apprentice_hindsight,
                 baseline="best-first-svm"),
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
     CrawlerSpec("bingo-guarded", BINGO_GUARDED),
     # bingo-static with a perfect critic: the most that retraining the critic could ever give bingo
-    CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, prepare=_oracle_critic),
+    CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, parts=_oracle_critic),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
-    CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, prepare=_oracle_critic),
+    CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
-    CrawlerSpec("apprentice-oracle", ONLINE, reference=True, prepare=_oracle_critic, same_critic="oracle-critic"),
+    CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
-                prepare=_oracle_link),
+                parts=_oracle_link),
 ]}

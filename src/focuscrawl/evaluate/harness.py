@@ -294,9 +294,7 @@ def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Pat
     if _finished_with(directory, config, baseline):
         return
     shutil.rmtree(directory, ignore_errors=True)
-    crawler = Crawler.create(config, directory)
-    if spec.prepare:
-        spec.prepare(crawler, ground.is_relevant, baseline)
+    crawler = Crawler.create(config, directory, spec.parts(ground.is_relevant, baseline) if spec.parts else None)
     if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
         raise EvalInterrupted(f"{crawler.stop_reason} during {what}; finished crawls are kept,"
                               " run the same command again to go on")

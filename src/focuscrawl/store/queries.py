@@ -110,7 +110,7 @@ def judged_originals(db: sqlite3.Connection) -> list[tuple[str, str | None, floa
 
 
 def visited_urls(db: sqlite3.Connection) -> set[str]:
-    """Every URL fetched, as asked for and as a redirect ended."""
+    """Every URL the crawl asked for (refused ones included), as asked for and as a redirect ended."""
     return {url for (url,) in db.execute(
         "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
 

@@ -35,8 +35,8 @@ def open_existing(directory: Path) -> sqlite3.Connection:
     path = CrawlDir(directory).database
     if not path.is_file():
         raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
-    db = connect(path)
     try:
+        db = connect(path)
         db.execute("SELECT 1 FROM meta LIMIT 1")
     except sqlite3.DatabaseError as err:
         raise CrawlDirError(f"{path}: not a focuscrawl database: {err}") from None
@@ -307,6 +307,8 @@ def urlsplit_path(url: str) -> str:
 # -- read-only views over a crawl directory (status, export) --------------------------------
 
 def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # none recorded (os.kill would signal our own process group)
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,0 +1,665 @@
+"""The store's writers, read views and bulk updates against a real crawl database."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from focuscrawl.config import validate_config
+from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.fetch.http import Exchange, Response
+from focuscrawl.fetch.urls import host_of
+from focuscrawl.frontier import Item
+from focuscrawl.learn import Judgement
+from focuscrawl.parse import parse_html
+from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlDirError, SqliteFrontier, Store,
+                              WarcArchive, content_hash, crawl_status, export_rows, fetch_counts, open_existing,
+                              queries, transaction, upgrade_schema)
+from focuscrawl.store.schema import connect
+
+CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store(tmp_path / "crawl", warc=False)
+    yield store
+    store.close()
+
+
+def depth_of(store: Store, url_id: int | None) -> int:
+    return 0 if url_id is None else store.db.execute("SELECT depth FROM urls WHERE id = ?", (url_id,)).fetchone()[0] + 1
+
+
+def discover(store: Store, urls: list[str], parent: int | None = None, priority: float = 0.5,
+             reason: str | None = None, tunnel: int = 0) -> list[int]:
+    """URLs found on ``parent`` (None: seeds), queued by the frontier (or skipped for ``reason``)."""
+    frontier = SqliteFrontier(store.db, Hosts(CONFIG))
+    with store.transaction():
+        return frontier.add([(url, host_of(url), priority, reason) for url in urls], depth_of(store, parent), parent,
+                            tunnel=tunnel)
+
+
+def page(store: Store, url: str, relevance: float | None = None, text: str | None = None, *, parent: int | None = None,
+         judgement: Judgement | None = None, final_url: str | None = None, noindex: bool = False,
+         at: float = 100.0) -> int:
+    """A URL discovered, fetched, parsed, deduplicated and judged, as the crawl loop records it."""
+    (url_id,) = discover(store, [url], parent)
+    text = f"a page at {url}" if text is None else text
+    robots = "<meta name='robots' content='noindex'>" if noindex else ""
+    body = f"<html><head><title>T {url}</title>{robots}</head><body><p>{text}</p></body></html>".encode()
+    response = Response(url=url, final_url=final_url or url, started_at=at, status=200, body=body, mime="text/html",
+                        headers={"content-type": "text/html"}, attempts=1, seconds=0.5)
+    parsed = parse_html(body, response.final_url)
+    digest = content_hash(parsed.text)
+    original = store.find_duplicate(digest)
+    duplicate_of, relevance = original if original else (None, judgement.relevance if judgement else relevance)
+    depth = depth_of(store, parent)
+    with store.transaction():
+        fetch_id = store.record_fetch(url_id, depth, parent, response)
+        store.record_document(url_id, fetch_id, parsed, digest, duplicate_of, relevance, None, judgement)
+        SqliteFrontier(store.db, Hosts(CONFIG)).finish(Item(url_id, url, host_of(url), depth, parent, 0.5))
+    return url_id
+
+
+def failed(store: Store, url: str, error: str, refused: bool = False, status: int | None = None) -> int:
+    """A URL whose fetch failed (or was refused by our own rules): a fetch row, no document."""
+    (url_id,) = discover(store, [url])
+    response = Response(url=url, final_url=url, started_at=100.0, status=status, error=error, refused=refused)
+    with store.transaction():
+        store.record_fetch(url_id, 0, None, response)
+        SqliteFrontier(store.db, Hosts(CONFIG)).finish(Item(url_id, url, host_of(url), 0, None, 0.5),
+                                                       error if refused else None)
+    return url_id
+
+
+def exchange(url: str, body: bytes) -> Exchange:
+    return Exchange(url=url, request_headers={"User-Agent": "focuscrawl"}, status=200, reason="OK",
+                    response_headers=[("Content-Type", "text/html")], raw_body=body)
+
+
+# -- schema and layout ---------------------------------------------------------------------------
+
+def test_a_crawl_dir_names_its_files_and_exists_once_it_has_a_database(tmp_path):
+    files = CrawlDir(str(tmp_path / "c"))
+    assert (files.database, files.config, files.lock) == (tmp_path / "c/crawl.db", tmp_path / "c/config.yml",
+                                                          tmp_path / "c/crawl.lock")
+    assert (files.warc, files.models) == (tmp_path / "c/warc", tmp_path / "c/models")
+    assert (files.harvest_log, files.log) == (tmp_path / "c/harvest.jsonl", tmp_path / "c/crawl.log")
+    assert not files.exists()
+    Store(files.path, warc=False).close()
+    assert files.exists()
+
+
+def test_connect_opens_the_database_in_wal_mode_outside_implicit_transactions(tmp_path):
+    db = connect(tmp_path / "x.db")
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert db.isolation_level is None
+    db.close()
+
+
+def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
+    db = connect(tmp_path / "old.db")
+    db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
+               " relevance REAL)")
+    db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB NOT NULL,"
+               " learnt INTEGER NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO documents VALUES (1, 1, 'h', 0.7)")
+    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, b"a"), (2, 6, b"b")])
+    upgrade_schema(db)
+    upgrade_schema(db)
+
+    def columns(table):
+        return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+    assert {"topic", "confidence", "preview"} <= columns("documents")
+    assert {"tunnel", "queue"} <= columns("urls") and "refused" in columns("fetches")
+    assert db.execute("SELECT source_id, copies, parent_score FROM link_features ORDER BY source_id").fetchall() == [
+        (1, 1, 0.7), (2, 1, 0.0)]
+    db.close()
+
+
+def test_a_transaction_commits_when_its_block_ends(store, tmp_path):
+    with transaction(store.db):
+        store.set_meta(phase="harvesting")
+    other = queries.read_only(tmp_path / "crawl")
+    assert queries.meta(other) == {"phase": "harvesting"}
+    other.close()
+
+
+def test_a_rolled_back_transaction_leaves_nothing_behind(store):
+    with pytest.raises(RuntimeError), store.transaction():
+        store.set_meta(phase="harvesting")
+        store.save_model("apprentice", b"model")
+        raise RuntimeError("the page failed")
+    assert store.get_meta("phase") is None and store.load_model("apprentice") is None
+    assert not store.db.in_transaction
+
+
+# -- the store: one fetched page -------------------------------------------------------------------
+
+def test_a_second_store_on_the_same_directory_is_refused_until_the_first_closes(tmp_path):
+    first = Store(tmp_path / "crawl", warc=False)
+    with pytest.raises(CrawlDirError, match="another focuscrawl process"):
+        Store(tmp_path / "crawl", warc=False)
+    first.close()
+    Store(tmp_path / "crawl", warc=False).close()
+
+
+def test_meta_values_are_stored_as_text_and_a_missing_key_gives_the_default(store):
+    store.set_meta(pid=42, phase="learning")
+    store.set_meta(pid=43)
+    assert (store.get_meta("pid"), store.get_meta("phase")) == ("43", "learning")
+    assert store.get_meta("missing") is None and store.get_meta("missing", "0") == "0"
+
+
+def test_record_fetch_stores_the_attempt_with_its_headers_redirects_and_size(store):
+    (url_id,) = discover(store, ["http://a.test/old"])
+    response = Response(url="http://a.test/old", final_url="http://a.test/new", started_at=12.5, status=200,
+                        headers={"content-type": "text/html"}, mime="text/html", body=b"12345",
+                        redirects=[(301, "http://a.test/old", "http://a.test/new")], attempts=2, seconds=0.123456)
+    with store.transaction():
+        fetch_id = store.record_fetch(url_id, 3, 7, response)
+    row = store.db.execute("SELECT url_id, final_url, status, mime, headers, redirects, depth, parent_id, fetched_at,"
+                           " seconds, attempts, bytes, warc_file, refused FROM fetches WHERE id = ?", (fetch_id,)).fetchone()
+    assert row == (url_id, "http://a.test/new", 200, "text/html", '{"content-type": "text/html"}',
+                   '[[301, "http://a.test/old", "http://a.test/new"]]', 3, 7, 12.5, 0.1235, 2, 5, None, 0)
+
+
+def test_record_fetch_archives_the_exchanges_in_a_warc_file(tmp_path):
+    store = Store(tmp_path / "crawl")
+    (url_id,) = discover(store, ["http://a.test/p?q=1"])
+    response = Response(url="http://a.test/p?q=1", final_url="http://a.test/p?q=1", started_at=1.0, status=200,
+                        body=b"<p>hi</p>", exchanges=[exchange("http://a.test/p?q=1", b"<p>hi</p>")])
+    with store.transaction():
+        fetch_id = store.record_fetch(url_id, 0, None, response)
+    (warc_file,) = store.db.execute("SELECT warc_file FROM fetches WHERE id = ?", (fetch_id,)).fetchone()
+    store.close()
+    assert warc_file == "crawl-00000.warc.gz"
+    with open(tmp_path / "crawl/warc" / warc_file, "rb") as stream:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+                   for r in ArchiveIterator(stream)]
+    assert [r[0] for r in records] == ["warcinfo", "response", "request"]
+    assert records[1][1:] == ("http://a.test/p?q=1", b"<p>hi</p>")
+
+
+def test_find_duplicate_finds_the_original_by_its_content_hash_never_a_copy(store):
+    copy, original = discover(store, ["http://b.test/1", "http://a.test/1"])
+    page(store, "http://a.test/1", 0.8, "the same words")
+    page(store, "http://b.test/1", 0.1, "the same words")
+    assert store.find_duplicate(content_hash("the same words")) == (original, 0.8)
+    assert queries.path_step(store.db, copy)[2] == 0.8
+    assert store.find_duplicate(content_hash("other words")) is None
+
+
+def test_record_document_keeps_no_text_for_a_duplicate_or_a_noindex_page(store):
+    ids = [page(store, "http://a.test/1", 0.5, "shared text"), page(store, "http://a.test/2", 0.5, "shared text"),
+           page(store, "http://a.test/3", 0.5, "private text", noindex=True)]
+    rows = store.db.execute("SELECT url_id, title, text, duplicate_of, noindex FROM documents ORDER BY url_id").fetchall()
+    assert rows == [(ids[0], "T http://a.test/1", "shared text", None, 0), (ids[1], "T http://a.test/2", None, ids[0], 0),
+                    (ids[2], "T http://a.test/3", None, None, 1)]
+
+
+def test_record_document_keeps_the_judgements_topic_confidence_and_preview(store):
+    url_id = page(store, "http://a.test/1", judgement=Judgement(0.9, "sport/golf", 0.6, "golf clubs"))
+    row = store.db.execute("SELECT relevance, topic, confidence, preview FROM documents WHERE url_id = ?",
+                           (url_id,)).fetchone()
+    assert row == (0.9, "sport/golf", 0.6, "golf clubs")
+
+
+def test_topic_counts_count_the_pages_of_each_topic_and_ignore_pages_in_none(store):
+    page(store, "http://a.test/1", judgement=Judgement(0.9, "golf"))
+    page(store, "http://a.test/2", judgement=Judgement(0.8, "golf"))
+    page(store, "http://a.test/3", judgement=Judgement(0.7, "chess"))
+    page(store, "http://a.test/4", judgement=Judgement(0.2))
+    assert store.topic_counts() == {"golf": 2, "chess": 1}
+
+
+def test_recorded_links_are_followed_unless_nofollow(store):
+    source = page(store, "http://a.test/", 0.9)
+    followed, ignored = discover(store, ["http://a.test/f", "http://a.test/n"], source)
+    with store.transaction():
+        store.record_links([(source, followed, "follow me", 0, 1, 0), (source, ignored, "not me", 1, 2, 1)])
+    assert queries.followed_links(store.db, source) == [followed]
+    assert queries.followed_links(store.db, followed) == []
+
+
+def test_record_host_replaces_a_hosts_failures_status_and_crawl_delay(store):
+    host = Hosts(CONFIG)["a.test"]
+    with store.transaction():
+        store.record_host(host, 2.0)
+        host.failures, host.status = 5, BAD
+        store.record_host(host)
+    assert store.db.execute("SELECT * FROM hosts").fetchall() == [("a.test", 5, BAD, None)]
+    assert crawl_status(store.db)["bad_hosts"] == 1
+
+
+# -- the store: the apprentice ---------------------------------------------------------------------
+
+def test_a_link_recorded_again_counts_as_a_copy_and_keeps_the_better_sources_score(store):
+    with store.transaction():
+        store.record_link_features([(1, 10, b"menu", 0.3), (2, 10, b"menu", 0.7), (3, 10, b"menu", 0.5),
+                                    (1, 11, b"menu", 0.3)])
+    rows = store.db.execute("SELECT source_id, target_id, copies, parent_score FROM link_features ORDER BY target_id")
+    assert rows.fetchall() == [(1, 10, 3, 0.7), (1, 11, 1, 0.3)]
+
+
+def test_relevance_totals_sum_and_count_the_judged_pages_only(store):
+    assert store.relevance_totals() == (0.0, 0)
+    page(store, "http://a.test/1", 0.25)
+    page(store, "http://a.test/2", 0.5)
+    page(store, "http://a.test/3")
+    assert store.relevance_totals() == (0.75, 2)
+
+
+def test_texts_of_gives_the_pages_that_keep_a_text(store):
+    kept = page(store, "http://a.test/1", 0.5, "kept text")
+    duplicate = page(store, "http://a.test/2", 0.5, "kept text")
+    hidden = page(store, "http://a.test/3", 0.5, "hidden", noindex=True)
+    assert store.texts_of([kept, duplicate, hidden, 999]) == {kept: "kept text"}
+
+
+def test_relevance_of_gives_the_scores_of_judged_urls_only(store):
+    page(store, "http://a.test/1", 0.25)
+    page(store, "http://a.test/2")
+    discover(store, ["http://a.test/3"])
+    assert store.relevance_of(["http://a.test/1", "http://a.test/2", "http://a.test/3", "http://a.test/1"]) == {
+        "http://a.test/1": 0.25}
+
+
+def test_urls_of_answers_for_more_ids_than_one_sqlite_query_takes(store):
+    urls = [f"http://a.test/{i}" for i in range(1200)]
+    ids = discover(store, urls)
+    assert store.urls_of(ids + [ids[0]]) == dict(zip(ids, urls))
+
+
+def test_take_new_instances_hands_out_the_links_of_newly_judged_targets_once(store):
+    source = page(store, "http://a.test/", 0.6)
+    target, later = discover(store, ["http://a.test/t", "http://a.test/l"], source)
+    with store.transaction():
+        store.record_link_features([(source, target, b"f1", 0.6), (source, later, b"f2", 0.6)])
+    page(store, "http://a.test/t", 0.9, parent=source)
+    with store.transaction():
+        assert store.take_new_instances() == [(b"f1", 0.9, 1, 0.6, target)]
+        assert store.take_new_instances() == []
+    assert store.get_meta("apprentice_links_learnt") == "2"
+
+
+def test_queued_link_features_are_the_links_to_queued_urls_in_target_order(store):
+    source = page(store, "http://a.test/", 0.6)
+    first, second = discover(store, ["http://a.test/1", "http://a.test/2"], source)
+    with store.transaction():
+        store.record_link_features([(source, second, b"b", 0.6), (source, first, b"a", 0.6), (source, source, b"s", 0.1)])
+    assert list(store.queued_link_features()) == [(first, b"a", 0.6), (second, b"b", 0.6)]
+    assert sorted(queries.queued_link_instances(store.db)) == [(first, b"a", 0.6), (second, b"b", 0.6)]
+
+
+def test_retarget_link_features_moves_a_redirects_links_to_its_target(store):
+    with store.transaction():
+        store.record_link_features([(1, 10, b"a", 0.2), (2, 12, b"a", 0.8), (2, 12, b"b", 0.4)])
+        store.retarget_link_features(12, 10)
+    rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY features")
+    assert rows.fetchall() == [(10, b"a", 2, 0.8), (10, b"b", 1, 0.4)]
+
+
+def test_set_priorities_gives_urls_new_priorities(store):
+    first, second = discover(store, ["http://a.test/1", "http://a.test/2"], priority=0.5)
+    with store.transaction():
+        store.set_priorities([(0.9, first), (0.1, second)])
+    assert store.db.execute("SELECT priority FROM urls ORDER BY id").fetchall() == [(0.9,), (0.1,)]
+
+
+def test_a_saved_model_is_replaced_by_the_next_save_under_its_name(store):
+    assert store.load_model("apprentice") is None
+    with store.transaction():
+        store.save_model("apprentice", b"first")
+        store.save_model("apprentice", b"second")
+        store.save_model("other", b"other")
+    assert store.load_model("apprentice") == b"second"
+    assert queries.load_model(store.db, "other") == b"other"
+
+
+def test_record_sitemaps_keeps_each_url_of_an_origin_once(store):
+    with store.transaction():
+        store.record_sitemaps("http://a.test", ["http://a.test/1", "http://a.test/2"])
+        store.record_sitemaps("http://a.test", ["http://a.test/1"])
+        store.record_sitemaps("http://b.test", ["http://a.test/1"])
+    assert store.db.execute("SELECT COUNT(*) FROM sitemaps").fetchone() == (3,)
+
+
+def test_log_harvest_appends_one_json_line_per_entry(store):
+    store.log_harvest({"pages": 10, "harvest_rate": 0.5})
+    store.log_harvest({"pages": 20, "harvest_rate": 0.25})
+    lines = store.files.harvest_log.read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"pages": 10, "harvest_rate": 0.5}, {"pages": 20, "harvest_rate": 0.25}]
+
+
+# -- the archive -----------------------------------------------------------------------------------
+
+def test_the_warc_archive_rolls_over_to_a_new_file_past_its_size_limit(tmp_path):
+    archive = WarcArchive(tmp_path / "warc", max_bytes=1)
+    response = Response(url="http://a.test/", final_url="http://a.test/", started_at=1.0,
+                        exchanges=[exchange("http://a.test/", b"body")])
+    assert [archive.write(response) for _ in range(3)] == [f"crawl-0000{i}.warc.gz" for i in range(3)]
+    archive.close()
+
+
+def test_a_new_warc_archive_appends_to_the_last_file_without_a_second_warcinfo(tmp_path):
+    response = Response(url="http://a.test/", final_url="http://a.test/", started_at=1.0,
+                        exchanges=[exchange("http://a.test/", b"body")])
+    for _ in range(2):
+        archive = WarcArchive(tmp_path / "warc", max_bytes=10_000_000)
+        assert archive.write(response) == "crawl-00000.warc.gz"
+        archive.close()
+    with open(tmp_path / "warc/crawl-00000.warc.gz", "rb") as stream:
+        types = [record.rec_type for record in ArchiveIterator(stream)]
+    assert types == ["warcinfo", "response", "request", "response", "request"]
+
+
+# -- read-only views over a crawl directory --------------------------------------------------------
+
+def test_open_existing_refuses_a_directory_without_a_crawl_database_or_with_another_database(tmp_path):
+    with pytest.raises(CrawlDirError, match="not a crawl directory"):
+        open_existing(tmp_path)
+    sqlite3.connect(tmp_path / "crawl.db").execute("CREATE TABLE other (x)").connection.close()
+    with pytest.raises(CrawlDirError, match="not a focuscrawl database"):
+        open_existing(tmp_path)
+
+
+def test_open_existing_refuses_a_file_that_is_not_a_database(tmp_path):
+    (tmp_path / "crawl.db").write_bytes(b"not a database " * 100)
+    with pytest.raises(CrawlDirError, match="not a focuscrawl database"):
+        open_existing(tmp_path)
+
+
+def test_open_existing_opens_a_crawl_for_reading_and_writing(store, tmp_path):
+    store.set_meta(state="stopped")
+    db = open_existing(tmp_path / "crawl")
+    assert queries.meta(db) == {"state": "stopped"}
+    db.execute("INSERT INTO meta VALUES ('note', 'x')")
+    assert store.get_meta("note") == "x"
+    db.close()
+
+
+def test_content_hash_is_the_md5_of_the_utf8_text():
+    assert content_hash("") == "d41d8cd98f00b204e9800998ecf8427e"
+    assert content_hash("hello") == "5d41402abc4b2a76b9719d911017c592"
+    assert content_hash("café") != content_hash("cafe")
+
+
+def test_fetch_counts_tell_responses_errors_and_refusals_apart(store):
+    page(store, "http://a.test/1", 0.5)
+    failed(store, "http://a.test/2", "HTTP 404", status=404)
+    failed(store, "http://a.test/3", "connection refused")
+    failed(store, "http://a.test/4", "disallowed by robots.txt", refused=True)
+    assert fetch_counts(store.db) == (2, 2, 1, 4)
+
+
+def test_crawl_status_reports_pages_frontier_harvest_and_topics(store):
+    seed = page(store, "http://a.test/", judgement=Judgement(0.9, "golf"))
+    page(store, "http://a.test/copy", text="a page at http://a.test/", parent=seed)
+    page(store, "http://b.test/", judgement=Judgement(0.3, "chess"), parent=seed)
+    discover(store, ["http://a.test/q1", "http://a.test/q2"], seed)
+    discover(store, ["http://a.test/s"], seed, reason="nofollow")
+    failed(store, "http://c.test/", "timeout")
+    frontier = SqliteFrontier(store.db, Hosts(CONFIG))
+    frontier.load()
+    with store.transaction():
+        taken = frontier.next_ready()
+    store.set_meta(stop_reason="budget")
+    states = dict(store.db.execute("SELECT url, state FROM urls"))
+    assert (states["http://a.test/"], states[taken.url], states["http://a.test/s"]) == (DONE, IN_FLIGHT, SKIPPED)
+    status = crawl_status(store.db)
+    assert status == {"state": "new", "pages_fetched": 3, "pages_stored": 3, "fetch_attempts": 4, "errors": 1,
+                      "refused": 0, "frontier_size": 2, "urls_seen": 7, "urls_skipped": 1,
+                      "harvest_rate": pytest.approx(0.7), "relevant_pages": 2, "duplicates": 1, "bad_hosts": 0,
+                      "stop_reason": "budget", "topics": {"chess": 1, "golf": 1}}
+
+
+def test_crawl_status_calls_a_running_crawl_whose_process_is_gone_stopped(store):
+    store.set_meta(state="running", pid=os.getpid())
+    assert crawl_status(store.db)["state"] == "running"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store.set_meta(pid=gone.pid)
+    assert crawl_status(store.db)["state"] == "stopped"
+    store.set_meta(pid="")  # a damaged meta table: no process to ask
+    assert crawl_status(store.db)["state"] == "stopped"
+
+
+def test_export_rows_give_one_record_per_fetch_in_fetch_order(store):
+    page(store, "http://a.test/1", 0.5, at=10.0)
+    failed(store, "http://a.test/2", "timeout")
+    rows = list(export_rows(store.db))
+    assert rows == [
+        {"url": "http://a.test/1", "final_url": "http://a.test/1", "status": 200, "error": None, "depth": 0,
+         "relevance": 0.5, "title": "T http://a.test/1", "fetched_at": 10.0},
+        {"url": "http://a.test/2", "final_url": "http://a.test/2", "status": None, "error": "timeout", "depth": 0,
+         "relevance": None, "title": None, "fetched_at": 100.0}]
+
+
+# -- queries: connections and meta -----------------------------------------------------------------
+
+def test_a_read_only_connection_reads_but_refuses_writes(store, tmp_path):
+    store.set_meta(state="running")
+    db = queries.read_only(tmp_path / "crawl")
+    assert queries.meta(db) == {"state": "running"}
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        db.execute("INSERT INTO meta VALUES ('x', 'y')")
+    db.close()
+    assert queries.meta_of(tmp_path / "crawl") == {"state": "running"}
+
+
+# -- queries: pages and their scores ---------------------------------------------------------------
+
+def test_seed_urls_are_the_urls_found_without_a_parent(store):
+    seed = page(store, "http://a.test/", 0.5)
+    discover(store, ["http://b.test/"])
+    discover(store, ["http://a.test/child"], seed)
+    with store.transaction():
+        SqliteFrontier(store.db, Hosts(CONFIG)).add([("http://c.test/", "c.test", 0.5, None)], 0, seed)
+    assert sorted(queries.seed_urls(store.db)) == ["http://a.test/", "http://b.test/"]
+
+
+def test_recent_relevance_gives_the_last_scores_judged_oldest_first(store):
+    for i, relevance in enumerate([0.1, 0.2, None, 0.3, 0.4]):
+        page(store, f"http://a.test/{i}", relevance)
+    assert queries.recent_relevance(store.db, 3) == [0.2, 0.3, 0.4]
+    assert queries.recent_relevance(store.db, 10) == [0.1, 0.2, 0.3, 0.4]
+
+
+def test_count_relevant_counts_scores_at_or_above_the_threshold(store):
+    for i, relevance in enumerate([0.2, 0.5, 0.9, None]):
+        page(store, f"http://a.test/{i}", relevance)
+    assert queries.count_relevant(store.db, 0.5) == 2
+    assert queries.count_relevant(store.db, 0.95) == 0
+
+
+def test_median_relevance_is_none_before_the_first_judged_page(store):
+    page(store, "http://a.test/unjudged")
+    assert queries.median_relevance(store.db) is None
+
+
+def test_median_relevance_is_the_middle_score_of_the_judged_pages(store):
+    for i, relevance in enumerate([0.9, 0.1, None, 0.4, 0.8, 0.2]):
+        page(store, f"http://a.test/{i}", relevance)
+    assert queries.median_relevance(store.db) == 0.4
+
+
+def test_confident_pages_give_relevance_without_a_topic_and_confidence_with_one(store):
+    plain = page(store, "http://a.test/1", 0.8)
+    page(store, "http://a.test/2", 0.3)
+    golf = page(store, "http://a.test/3", judgement=Judgement(0.9, "golf", 0.6))
+    page(store, "http://a.test/4", judgement=Judgement(0.9, "chess", 0.7))
+    assert queries.confident_pages(store.db, 0.5, "") == {plain: 0.8}
+    assert queries.confident_pages(store.db, 0.5, "golf") == {golf: 0.6}
+
+
+def test_texts_by_score_picks_the_lowest_or_highest_scored_at_most_below(store):
+    for relevance, text in [(0.9, "top"), (0.6, "good"), (0.2, "poor"), (0.1, "worst"), (None, "unjudged")]:
+        page(store, f"http://a.test/{text}", relevance, text)
+    assert queries.texts_by_score(store.db, 2) == ["worst", "poor"]
+    assert queries.texts_by_score(store.db, 2, best=True) == ["top", "good"]
+    assert queries.texts_by_score(store.db, 2, best=True, below=0.6) == ["good", "poor"]
+
+
+def test_judged_texts_leave_out_unjudged_pages_and_pages_without_text(store):
+    judged = page(store, "http://a.test/1", 0.4, "judged")
+    page(store, "http://a.test/2", None, "unjudged")
+    page(store, "http://a.test/3", 0.7, "hidden", noindex=True)
+    assert queries.judged_texts(store.db) == [(judged, "judged")]
+
+
+def test_set_relevance_replaces_scores_by_url_id(store):
+    first, second = page(store, "http://a.test/1", 0.4), page(store, "http://a.test/2", 0.6)
+    with store.transaction():
+        queries.set_relevance(store.db, [(0.9, first), (0.1, second)])
+    assert store.relevance_of(["http://a.test/1", "http://a.test/2"]) == {"http://a.test/1": 0.9, "http://a.test/2": 0.1}
+
+
+def test_relevance_by_url_has_both_the_url_asked_for_and_where_it_redirected(store):
+    page(store, "http://a.test/old", 0.7, final_url="http://a.test/new")
+    page(store, "http://a.test/unjudged")
+    assert queries.relevance_by_url(store.db) == {"http://a.test/old": 0.7, "http://a.test/new": 0.7}
+
+
+def test_path_step_goes_one_step_up_the_path_that_found_a_url(store):
+    seed = page(store, "http://a.test/", judgement=Judgement(0.9, "golf"))
+    (child,) = discover(store, ["http://a.test/child"], seed)
+    assert queries.path_step(store.db, child) == (seed, 1, None, None)
+    assert queries.path_step(store.db, seed) == (None, 0, 0.9, "golf")
+    assert queries.path_step(store.db, 999) is None
+
+
+def test_fetched_documents_are_the_stored_pages_in_fetch_order(store):
+    page(store, "http://a.test/2", 0.2, "second", at=5.0)
+    failed(store, "http://a.test/x", "timeout")
+    page(store, "http://a.test/1", None, "first", final_url="http://a.test/one", at=6.0)
+    assert queries.fetched_documents(store.db) == [("http://a.test/2", 0.2, 5.0, "second"),
+                                                   ("http://a.test/one", None, 6.0, "first")]
+
+
+def test_judged_originals_leave_out_duplicates_and_unjudged_pages(store):
+    page(store, "http://a.test/1", 0.8, "original", final_url="http://a.test/one")
+    page(store, "http://a.test/2", 0.8, "original")
+    page(store, "http://a.test/3", None, "unjudged")
+    assert queries.judged_originals(store.db) == [("http://a.test/one", "original", 0.8)]
+
+
+def test_visited_urls_are_the_fetched_urls_and_their_redirect_targets(store):
+    page(store, "http://a.test/old", 0.5, final_url="http://a.test/new")
+    failed(store, "http://b.test/", "timeout")
+    discover(store, ["http://a.test/queued"])
+    assert queries.visited_urls(store.db) == {"http://a.test/old", "http://a.test/new", "http://b.test/"}
+
+
+def test_fetch_summary_gives_the_200_urls_and_the_span_of_the_fetches(store):
+    page(store, "http://a.test/1", 0.5, at=10.0)
+    page(store, "http://a.test/2", 0.5, final_url="http://a.test/two", at=20.0)
+    failed(store, "http://a.test/3", "HTTP 404", status=404)
+    urls, first, last, fetched = queries.fetch_summary(store.db)
+    assert (sorted(urls), first, last, fetched) == (["http://a.test/1", "http://a.test/two"], 10.0, 100.0, 3)
+
+
+# -- queries: the frontier seen from its parents ---------------------------------------------------
+
+def test_queued_with_parents_leaves_out_tunnelled_and_promoted_urls(store):
+    seed = page(store, "http://a.test/", 0.8)
+    (plain,) = discover(store, ["http://a.test/plain"], seed, priority=0.4)
+    discover(store, ["http://a.test/head"], seed, priority=2.0)
+    discover(store, ["http://a.test/tunnel"], seed, priority=0.3, tunnel=1)
+    assert queries.queued_with_parents(store.db, 1.0) == [(plain, 1, "http://a.test/plain", 0.8, 0.5, 1.0)]
+
+
+def test_skipped_with_parents_selects_the_urls_skipped_for_one_reason(store):
+    seed = page(store, "http://a.test/", 0.8)
+    (nofollow,) = discover(store, ["http://a.test/n"], seed, reason="nofollow")
+    discover(store, ["http://a.test/d"], seed, reason="beyond max depth")
+    discover(store, ["http://a.test/q"], seed)
+    assert queries.skipped_with_parents(store.db, "nofollow") == [(nofollow, 1, "http://a.test/n", 0.8, 0.5, 1.0)]
+
+
+def test_queued_parent_scores_are_the_scores_of_the_pages_queued_urls_were_found_on(store):
+    good, poor = page(store, "http://a.test/good", 0.9), page(store, "http://a.test/poor", 0.2)
+    discover(store, ["http://a.test/1", "http://a.test/2"], good)
+    discover(store, ["http://a.test/3"], poor)
+    discover(store, ["http://a.test/4"], poor, reason="nofollow")
+    discover(store, ["http://b.test/"])
+    assert sorted(queries.queued_parent_scores(store.db)) == [0.2, 0.9, 0.9]
+
+
+def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
+    frontier = SqliteFrontier(store.db, Hosts(CONFIG), link_clusters=2.0)
+    with store.transaction():
+        frontier.add([(f"http://a.test/{i}", "a.test", 0.8, None) for i in range(3)], 1, 99)
+        item = frontier.next_ready()
+        frontier.finish(item)
+        frontier.learn_cluster(item, 0.2)
+    queued = store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall()
+    assert queued == [(pytest.approx(0.6),)] * 2
+    with store.transaction():
+        store.set_priorities([(0.8, i) for (i,) in store.db.execute("SELECT id FROM urls WHERE state = ?", (QUEUED,))])
+        assert frontier.reapply_clusters() == 2
+    assert store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall() == queued
+
+
+# -- queries: the apprentice's vocabulary, link analysis, adaptation -------------------------------
+
+def test_apprentice_terms_are_read_back_and_an_id_is_never_given_twice(store):
+    with store.transaction():
+        queries.add_apprentice_terms(store.db, [("golf", 0), ("club", 1)])
+    assert queries.apprentice_terms(store.db) == {"golf": 0, "club": 1}
+    with pytest.raises(sqlite3.IntegrityError):
+        queries.add_apprentice_terms(store.db, [("chess", 1)])
+
+
+def test_crawl_topics_are_the_taxonomy_topics_with_pages_or_the_one_topic(store):
+    page(store, "http://a.test/1", 0.5)
+    assert queries.crawl_topics(store.db) == [""]
+    page(store, "http://a.test/2", judgement=Judgement(0.9, "sport/golf"))
+    page(store, "http://a.test/3", judgement=Judgement(0.9, "chess"))
+    assert queries.crawl_topics(store.db) == ["chess", "sport/golf"]
+
+
+def test_base_set_holds_a_topics_relevant_pages_their_successors_and_predecessors(store):
+    golf = page(store, "http://a.test/golf", judgement=Judgement(0.9, "golf"))
+    putting = page(store, "http://a.test/putting", judgement=Judgement(0.8, "golf/putting"))
+    golfer = page(store, "http://b.test/golfer", judgement=Judgement(0.9, "golfer"))
+    weak = page(store, "http://a.test/weak", judgement=Judgement(0.3, "golf"))
+    mail, queued = discover(store, ["mailto:x@a.test", "http://c.test/"], putting)
+    with store.transaction():
+        store.record_links([(golf, weak, None, None, None, 0), (golfer, golf, None, None, None, 0),
+                            (putting, mail, None, None, None, 0), (putting, queued, None, None, None, 0),
+                            (golf, golf, None, None, None, 0)])
+    url_ids, root, pairs, info = queries.base_set(store.db, "golf", 0.5)
+    assert root.tolist() == [golf, putting]
+    assert url_ids.tolist() == sorted([golf, putting, golfer, weak, queued])
+    assert sorted(map(tuple, pairs.tolist())) == sorted([(golf, weak), (golfer, golf), (putting, queued)])
+    assert info[weak] == ("http://a.test/weak", "a.test", 0.3) and info[queued] == ("http://c.test/", "c.test", None)
+
+
+def test_save_link_scores_replaces_only_that_topics_scores(store):
+    columns = {"hub": [0.1, 0.2], "authority": [0.3, 0.4], "pagerank": [0.5, 0.5], "confidence_pagerank": [0.6, 0.4]}
+    with store.transaction():
+        queries.save_link_scores(store.db, "golf", [1, 2], columns)
+        queries.save_link_scores(store.db, "chess", [1, 2], columns)
+        queries.save_link_scores(store.db, "golf", [3], {name: [0.9] for name in columns})
+    rows = store.db.execute("SELECT topic, url_id, hub, authority, pagerank, confidence_pagerank FROM link_scores"
+                            " ORDER BY topic, url_id").fetchall()
+    assert rows == [("chess", 1, 0.1, 0.3, 0.5, 0.6), ("chess", 2, 0.2, 0.4, 0.5, 0.4), ("golf", 3, 0.9, 0.9, 0.9, 0.9)]
+
+
+def test_an_adaptation_step_is_logged_and_later_detail_is_merged_into_it(store):
+    with store.transaction():
+        first = queries.log_adaptation(store.db, 100, "retrain", {"positives": 5, "harvest_before": 0.3})
+        second = queries.log_adaptation(store.db, 200, "phase", {"phase": "harvesting"})
+        queries.add_to_adaptation(store.db, first, harvest_after=0.4, positives=6)
+    rows = store.db.execute("SELECT id, pages, kind, detail FROM adaptations ORDER BY id").fetchall()
+    assert [(i, pages, kind, json.loads(detail)) for i, pages, kind, detail in rows] == [
+        (first, 100, "retrain", {"positives": 6, "harvest_before": 0.3, "harvest_after": 0.4}),
+        (second, 200, "phase", {"phase": "harvesting"})]
