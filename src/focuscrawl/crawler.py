@@ -24,7 +24,7 @@ from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
-from focuscrawl.focus import Adaptation, Focus
+from focuscrawl.focus import Adaptation, Focus, reclassify
 from focuscrawl.frontier import Frontier, Item
 from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
@@ -152,7 +152,8 @@ class Crawler:
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []
         self._changed: asyncio.Event | None = None
-        self.adaptation = self.pages.adaptation = Adaptation(self) if Adaptation.enabled_by(config) else None
+        self.adaptation = self.pages.adaptation = (
+            Adaptation(config, self.store, self.frontier, self, self.stage_seconds) if Adaptation.enabled_by(config) else None)
 
     # the parts of the per-page path that change during a crawl
     @property
@@ -162,6 +163,10 @@ class Crawler:
     @critic.setter
     def critic(self, critic: Critic | TaxonomyModel | None) -> None:
         self.pages.critic = critic
+
+    @property
+    def focus(self) -> Focus:
+        return self.pages.focus
 
     @property
     def priority(self):
@@ -343,6 +348,12 @@ class Crawler:
         self.pages.focus = Focus.for_phase(self.config, name, self.seeds)
         if self.parts.strategy is not None:
             self.pages.focus.strategy = self.parts.strategy
+
+    def reclassify(self) -> int:
+        """Every stored page judged again by the current critic (a retrained one)."""
+        judged = reclassify(self.store, self.frontier, self.critic, self.focus, from_parents=self.apprentice is None)
+        self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
+        return judged
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""

@@ -23,18 +23,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Item, own_priority
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
 from focuscrawl.store import queries
 from focuscrawl.learn import RELEVANT, Critic, ModelError
-from focuscrawl.taxonomy import TaxonomyError
+from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
@@ -174,13 +175,28 @@ def share_of_budget(value: float, max_pages: int | None, default: int = 1000) ->
     return max(1, round(value * (max_pages or default)))
 
 
-class Adaptation:
-    """The learning loop of a crawl: triggers, link analysis, archetypes, retraining, hubs, phases."""
+class CrawlControl(Protocol):
+    """What the adaptation decides and the crawl loop carries out (the crawler is one)."""
 
-    def __init__(self, crawler):
-        self.crawler = crawler
-        self.settings = crawler.config.adaptation
-        store = crawler.store
+    critic: Critic | TaxonomyModel | None
+    focus: Focus
+    phase: str
+    seeds: list[str]
+
+    def set_critic(self, critic) -> None: ...  # a retrained critic takes over (saved first)
+    def set_phase(self, name: str) -> None: ...
+    def reclassify(self) -> int: ...  # every stored page judged again by the current critic
+
+
+class Adaptation:
+    """The learning loop of a crawl: triggers, link analysis, archetypes, retraining, hubs, phases.
+    It reads and writes the store and the frontier; a new critic and a new phase are decisions
+    it hands to the crawl loop (``control``)."""
+
+    def __init__(self, config: CrawlConfig, store, frontier: Frontier, control: CrawlControl, stage_seconds: Counter):
+        self.config, self.store, self.frontier, self.control = config, store, frontier, control
+        self.stage_seconds = stage_seconds
+        self.settings = config.adaptation
         self.window: deque[float] = deque(queries.recent_relevance(store.db, self.settings.window),
                                           maxlen=self.settings.window)
         self.positives = self._count_positives()
@@ -204,18 +220,18 @@ class Adaptation:
         if relevance is not None:
             self.window.append(relevance)
             self.positives += relevance >= RELEVANT
-        crawler, s = self.crawler, self.settings
-        pages = crawler.frontier.done
+        s = self.settings
+        pages = self.frontier.done
         if self.measuring is not None and pages - self.last_trigger >= s.window:
             self._record_harvest_after()
-        max_pages = crawler.config.budget.max_pages
-        if crawler.phase == "learning" and pages >= share_of_budget(s.learning_pages, max_pages):
+        max_pages = self.config.budget.max_pages
+        if self.control.phase == "learning" and pages >= share_of_budget(s.learning_pages, max_pages):
             self.start_harvesting("learning budget spent")
             return
         if s.pseudo_after is not None and not self.pseudo_done and pages >= share_of_budget(s.pseudo_after, max_pages):
             self.pseudo_examples()
             return
-        if crawler.phase == "learning" or not (s.retrain or s.link_analysis):
+        if self.control.phase == "learning" or not (s.retrain or s.link_analysis):
             return
         if pages - self.last_trigger < s.window:
             return
@@ -225,7 +241,7 @@ class Adaptation:
             self.reorganise(f"harvest rate {self.window_harvest():.3f} over {s.window} pages below {s.harvest_below}")
 
     def _count_positives(self) -> int:
-        return queries.count_relevant(self.crawler.store.db, RELEVANT)
+        return queries.count_relevant(self.store.db, RELEVANT)
 
     def window_harvest(self) -> float | None:
         """The critic-estimated harvest rate (eq. 2.31) over the last ``window`` pages."""
@@ -233,62 +249,60 @@ class Adaptation:
 
     def frontier_exhausted(self) -> bool:
         """Nothing left in the learning phase's scope: start harvesting (True: the crawl goes on)."""
-        if self.crawler.phase != "learning":
+        if self.control.phase != "learning":
             return False
         self.start_harvesting("learning phase scope exhausted")
-        return self.crawler.frontier.size > 0
+        return self.frontier.size > 0
 
     # -- steps ---------------------------------------------------------------------------------
 
     def start_harvesting(self, reason: str) -> None:
         """§2.3.3: retrain with the archetypes found, queue what the learning phase left aside
         (priority: its source's score, the classifier strategy), resume from the best hubs."""
-        crawler = self.crawler
-        crawler.set_phase("harvesting")
-        with crawler.store.transaction():
-            requeued = crawler.frontier.requeue(crawler.pages.focus.priorities(
-                queries.skipped_with_parents(crawler.store.db, OUT_OF_PHASE)))
-            crawler.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
+        self.control.set_phase("harvesting")
+        with self.store.transaction():
+            requeued = self.frontier.requeue(self.control.focus.priorities(
+                queries.skipped_with_parents(self.store.db, OUT_OF_PHASE)))
+            self.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
-        crawler.frontier.resync()
+        self.frontier.resync()
         log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
         self.reorganise(HARVEST_START, learning_phase=True)
 
     def resume(self) -> None:
         """A crawl stopped between a phase switch and its reorganisation does the latter now."""
-        pending = self.crawler.store.get_meta("reorganise_pending")
+        pending = self.store.get_meta("reorganise_pending")
         if pending:
             self.reorganise(pending, learning_phase=pending == HARVEST_START)
 
     def reorganise(self, reason: str, learning_phase: bool = False) -> None:
         """Link analysis of every topic, retraining with archetypes, hubs to the head of the frontier."""
-        crawler, s = self.crawler, self.settings
+        s = self.settings
         clock = time.perf_counter()
-        db = crawler.store.db
+        db = self.store.db
         detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
         analyses = [graph.analyse(db, topic) for topic in queries.crawl_topics(db)]
         if s.retrain:
             detail.update(self._retrain(analyses, admit_all=learning_phase and s.learning_archetypes == "all"))
-        with crawler.store.transaction():
+        with self.store.transaction():
             for scores in analyses:
                 graph.save_scores(db, scores)
             detail["hub_links_promoted"] = self._promote_hubs(analyses)
-            self.last_trigger, self.last_positives = crawler.frontier.done, self.positives
-            crawler.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
+            self.last_trigger, self.last_positives = self.frontier.done, self.positives
+            self.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
                                    archetypes=json.dumps(self.archetypes), training_basis=json.dumps(self.basis),
                                    reorganise_pending="")
             detail["seconds"] = round(time.perf_counter() - clock, 3)
             self._log("retraining" if "archetypes" in detail else "link analysis", detail)
-        crawler.frontier.resync()
-        crawler.stage_seconds["adaptation"] += time.perf_counter() - clock
+        self.frontier.resync()
+        self.stage_seconds["adaptation"] += time.perf_counter() - clock
         log.info("adaptation (%s): %s", reason, {k: v for k, v in detail.items() if k not in ("added", "removed")})
 
     def _retrain(self, analyses: list[graph.LinkScores], admit_all: bool) -> dict:
         """Archetypes of every topic, then a critic retrained on them and the original examples."""
-        crawler = self.crawler
-        critic = crawler.critic
+        critic = self.control.critic
         chosen = {scores.topic: self._archetypes(scores, admit_all) for scores in analyses}
-        texts = crawler.store.texts_of(sorted({url_id for ids in chosen.values() for url_id in ids}))
+        texts = self.store.texts_of(sorted({url_id for ids in chosen.values() for url_id in ids}))
         urls = {int(i): u for scores in analyses for i, u in zip(scores.graph.url_ids, scores.graph.urls)}
         archetypes = {topic: {urls[i]: texts[i] for i in ids if i in texts} for topic, ids in chosen.items()}
         found = sorted({url for pages in archetypes.values() for url in pages})
@@ -302,7 +316,7 @@ class Adaptation:
                 # a well-focused crawl may have fetched few rejected pages, and its least-liked
                 # accepted ones are on the topic: taught as negatives, they turn the critic around)
                 positives = [text for pages in archetypes.values() for text in pages.values()]
-                negatives = self._pages_by_score(round(crawler.config.topic.negatives_per_positive
+                negatives = self._pages_by_score(round(self.config.topic.negatives_per_positive
                                                        * (len(critic.examples_[0]) + len(positives)))
                                                  - len(critic.examples_[1]), below=0.5)
                 detail["extra_negatives"] = len(negatives)
@@ -324,9 +338,9 @@ class Adaptation:
             self.basis, found = self.basis + found, []
             detail["training_basis"] = len(self.basis)
         self.archetypes = found
-        crawler.set_critic(retrained)
+        self.control.set_critic(retrained)
         if self.settings.reclassify:
-            reclassify(crawler)
+            self.control.reclassify()
             self.positives = self._count_positives()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
                 "added": added, "removed": removed, "features_added": len(after - before),
@@ -337,9 +351,9 @@ class Adaptation:
         classified into it, past the thesis's two filters (eqs. 2.21, 2.24) unless ``require_mean``
         is off. A two-class critic's confidence is Pr(relevant) and the training documents' mean is
         taken over its examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
-        crawler, s = self.crawler, self.settings
+        s = self.settings
         g = scores.graph
-        rows = queries.confident_pages(crawler.store.db, RELEVANT, scores.topic)
+        rows = queries.confident_pages(self.store.db, RELEVANT, scores.topic)
         basis = set(self.basis)  # already training data
         candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
                                if url_id in rows and url not in basis], dtype=np.int64)
@@ -347,13 +361,13 @@ class Adaptation:
             return [int(g.url_ids[i]) for i in candidates]
         confidence = np.array([rows.get(url_id, 0.0) for url_id in g.url_ids.tolist()])
         index = {u: i for i, u in enumerate(g.urls)}
-        held = [index[u] for u in crawler.seeds + self.basis if u in index]  # the training documents the crawl holds
+        held = [index[u] for u in self.control.seeds + self.basis if u in index]  # the training documents the crawl holds
         held_authority = scores.authorities[held]
         if not s.require_mean:  # without the filters, the top pages by either score
             floors = (-np.inf, -np.inf)
-        elif isinstance(crawler.critic, Critic) and hasattr(crawler.critic, "examples_"):
-            training = crawler.critic.examples_[0] + crawler.critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
-            floors = (float(np.mean(crawler.critic.predict_proba(training))), float(held_authority.sum()) / len(training))
+        elif isinstance(self.control.critic, Critic) and hasattr(self.control.critic, "examples_"):
+            training = self.control.critic.examples_[0] + self.control.critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
+            floors = (float(np.mean(self.control.critic.predict_proba(training))), float(held_authority.sum()) / len(training))
         else:
             floors = (1.0, float(held_authority.mean()) if len(held_authority) else 0.0)
         a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
@@ -364,65 +378,65 @@ class Adaptation:
         at most ``below``."""
         if count <= 0:
             return []
-        return queries.texts_by_score(self.crawler.store.db, count, best, below)
+        return queries.texts_by_score(self.store.db, count, best, below)
 
     def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
         """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
         n_hub = self.settings.hubs
         if not n_hub:
             return 0
-        db = self.crawler.store.db
+        db = self.store.db
         head: dict[int, float] = {}  # target -> the best hub score linking to it
         for scores in analyses:
             for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
                 for target in queries.followed_links(db, int(scores.graph.url_ids[i])):
                     head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
-        return self.crawler.frontier.promote(head)
+        return self.frontier.promote(head)
 
     def pseudo_examples(self) -> None:
         """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
-        crawler, s = self.crawler, self.settings
+        s = self.settings
         positives, negatives = self._pages_by_score(s.pseudo_positives, best=True), self._pages_by_score(s.pseudo_negatives)
         detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
                   "harvest_before": self.window_harvest()}
         try:
-            crawler.set_critic(crawler.critic.refit(positives, negatives))
+            self.control.set_critic(self.control.critic.refit(positives, negatives))
         except (AttributeError, ModelError, ValueError) as err:
             detail["error"] = str(err)
         self.pseudo_done = True
-        self.last_trigger = crawler.frontier.done
-        with crawler.store.transaction():
-            crawler.store.set_meta(pseudo_examples_at=crawler.frontier.done, adaptation_last_pages=self.last_trigger)
+        self.last_trigger = self.frontier.done
+        with self.store.transaction():
+            self.store.set_meta(pseudo_examples_at=self.frontier.done, adaptation_last_pages=self.last_trigger)
             self._log("pseudo examples", detail)
         log.info("pseudo examples: %s", detail)
 
     def _log(self, kind: str, detail: dict) -> None:
         """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
-        store = self.crawler.store
-        self.measuring = queries.log_adaptation(store.db, self.crawler.frontier.done, kind, detail)
+        store = self.store
+        self.measuring = queries.log_adaptation(store.db, self.frontier.done, kind, detail)
         store.set_meta(adaptation_measuring=self.measuring)
 
     def _record_harvest_after(self) -> None:
-        store = self.crawler.store
+        store = self.store
         with store.transaction():
             queries.add_to_adaptation(store.db, self.measuring, harvest_after=self.window_harvest())
             store.set_meta(adaptation_measuring="")
         self.measuring = None
 
 
-def reclassify(crawler) -> int:
+def reclassify(store, frontier: Frontier, critic, focus: Focus, from_parents: bool) -> int:
     """Judge every stored page again with the current critic (BINGO!: "documents that have
-    already been classified can optionally be reconsidered"); queued links of accepted pages
-    get the strategy's priority from their source's new score."""
-    db = crawler.store.db
+    already been classified can optionally be reconsidered"); with ``from_parents`` (not the
+    apprentice's), queued links of accepted pages get the strategy's priority from their
+    source's new score."""
+    db = store.db
     rows = queries.judged_texts(db)
-    with crawler.store.transaction():
+    with store.transaction():
         for start in range(0, len(rows), 500):
             chunk = rows[start:start + 500]
-            scores = crawler.critic.predict_proba([text for _, text in chunk])
+            scores = critic.predict_proba([text for _, text in chunk])
             queries.set_relevance(db, [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
-        if crawler.apprentice is None:  # the apprentice's priorities do not come from the parents' scores
-            crawler.store.set_priorities(crawler.pages.focus.priorities(queries.queued_with_parents(db, HEAD / 2)))
-    crawler.progress.relevance_sum, crawler.progress.scored = crawler.store.relevance_totals()
-    crawler.frontier.resync()
+        if from_parents:
+            store.set_priorities(focus.priorities(queries.queued_with_parents(db, HEAD / 2)))
+    frontier.resync()
     return len(rows)
