@@ -34,3 +34,12 @@ def test_no_class_over_250_lines_and_no_function_over_60():
                 too_long.append(f"{path.relative_to(SOURCE)}:{node.lineno} {node.name}: "
                                 f"{node.end_lineno - node.lineno + 1} lines (at most {limit})")
     assert not too_long, "\n".join(too_long)
+
+
+def test_the_sqlite_backends_have_every_method_of_their_protocols():
+    from focuscrawl.frontier import Frontier
+    from focuscrawl.store import Repository, SqliteFrontier, Store
+
+    for protocol, backend in ((Frontier, SqliteFrontier), (Repository, Store)):
+        wanted = {name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")}
+        assert wanted and wanted <= set(dir(backend)), (backend.__name__, wanted - set(dir(backend)))

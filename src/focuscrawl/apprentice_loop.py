@@ -20,7 +20,7 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.frontier import Discovered, Frontier
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
-from focuscrawl.store import DONE, Store
+from focuscrawl.store import DONE, Repository
 from focuscrawl.text import Analyzer
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ScoredLinks:
 
 
 class ApprenticeLoop:
-    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier, stage_seconds: Counter):
+    def __init__(self, config: CrawlConfig, store: Repository, frontier: Frontier, stage_seconds: Counter):
         self.settings = config.apprentice
         self.store, self.frontier, self.stage_seconds = store, frontier, stage_seconds
         self.model = self._saved_or_new()

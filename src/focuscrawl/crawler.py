@@ -29,7 +29,8 @@ from focuscrawl.frontier import Frontier, Item
 from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
-from focuscrawl.store import CrawlDir, CrawlDirError, SqliteFrontier, Store, fetch_counts, open_existing, queries
+from focuscrawl.store import (CrawlDir, CrawlDirError, Repository, SqliteFrontier, Store, fetch_counts, open_existing,
+                              queries)
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.topics import expand, train_critic
 
@@ -125,7 +126,7 @@ class Crawler:
     def __init__(self, directory: Path, config: CrawlConfig, parts: Parts | None = None):
         self.directory = Path(directory)
         self.config = config
-        self.store = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
+        self.store: Repository = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
         self.hosts = Hosts(config)
         settings = config.frontier
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth

@@ -22,7 +22,7 @@ from focuscrawl.frontier import Discovered, Frontier, Item, own_priority
 from focuscrawl.learn import Critic, Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.progress import Progress
-from focuscrawl.store import Store, content_hash
+from focuscrawl.store import Repository, content_hash
 from focuscrawl.taxonomy import TaxonomyModel
 from focuscrawl.text import stopword_score
 
@@ -33,7 +33,7 @@ class PagePipeline:
     """The per-page path. The crawl loop sets what changes during a crawl: the critic (a
     retrained one takes over), the focus (per phase), the fetcher and the adaptation."""
 
-    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier, hosts: Hosts,
+    def __init__(self, config: CrawlConfig, store: Repository, frontier: Frontier, hosts: Hosts,
                  apprentice: ApprenticeLoop | None, progress: Progress, stage_seconds: Counter):
         self.config, self.store, self.frontier, self.hosts = config, store, frontier, hosts
         self.apprentice, self.progress, self.stage_seconds = apprentice, progress, stage_seconds
