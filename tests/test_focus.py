@@ -304,5 +304,5 @@ def test_the_drift_guard_measures_whether_archetypes_describe_the_users_topic():
     others = site.examples("text", 40, seed=9)[0]
     on, off = critic.agreement(on_topic, others), critic.agreement(off_topic, others)
     assert on > 0.85 and off < 0.75 and on - off > 0.2  # another topic's pages describe the user's topic worse
-    retrained = critic.refit(on_topic, others, keep=True)
+    retrained = critic.refit({"": dict(enumerate(on_topic))}, others, keep=True)
     assert retrained.user_examples == (positives, negatives) and len(retrained.examples_[0]) == 50

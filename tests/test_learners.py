@@ -72,8 +72,8 @@ def test_every_critic_survives_a_save_with_its_learnt_state(critic, tmp_path):
 
 def test_every_critic_retrains_into_one_of_its_kind_and_keeps_its_originals(critic):
     extra = "Packets of the TCP handshake: SYN, then SYN-ACK, then ACK."
-    retrained = (critic.refit([extra], [BAKING[0]]) if isinstance(critic, Critic)
-                 else critic.refit({"Root/Networking": {"http://127.0.0.1/extra": extra}}, warn=lambda message: None))
+    retrained = critic.refit({"Root/Networking": {"http://127.0.0.1/extra": extra}}, [BAKING[0]],
+                             warn=lambda message: None)
     assert type(retrained) is type(critic) and retrained is not critic
     assert retrained.examples_ == critic.examples_  # archetypes are replaced at the next retraining
     assert "ack" in retrained.feature_space() - critic.feature_space()

@@ -325,9 +325,9 @@ class Adaptation:
                     if detail["agreement"] < self.settings.guard:  # the archetypes are another topic
                         log.warning("retraining refused: archetypes agree with the examples at AUC %.2f", detail["agreement"])
                         return {**detail, "archetypes": len(found), "refused": "archetypes disagree with the examples"}
-                retrained = critic.refit(positives, negatives, keep=admit_all)
             else:
-                retrained = critic.refit(archetypes, warn=log.warning, keep=admit_all)
+                negatives = []  # a taxonomy's are its tree's
+            retrained = critic.refit(archetypes, negatives, keep=admit_all, warn=log.warning)
         except (AttributeError, ModelError, TaxonomyError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}
@@ -400,7 +400,8 @@ class Adaptation:
         detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
                   "harvest_before": self.window_harvest()}
         try:
-            self.control.set_critic(self.control.critic.refit(positives, negatives))
+            pseudo = {f"pseudo:{i}": text for i, text in enumerate(positives)}
+            self.control.set_critic(self.control.critic.refit({"": pseudo}, negatives))
         except (AttributeError, ModelError, ValueError) as err:
             detail["error"] = str(err)
         self.pseudo_done = True

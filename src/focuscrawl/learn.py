@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
@@ -338,17 +339,20 @@ class Critic:
         self.examples_ = (list(positives), list(negatives))
         return self
 
-    def refit(self, positives: list[str] = (), negatives: list[str] = (), keep: bool = False) -> Critic:
-        """A new critic of the same kind trained on the original examples plus ``positives`` and
-        ``negatives`` (BINGO!'s archetypes, Pant's pseudo examples); feature selection, when
-        configured, runs again. The new critic remembers the same originals, so archetypes are
-        replaced at the next retraining, not piled up — unless ``keep``: then they join the
-        originals (the training basis the learning phase built, thesis §2.5.3)."""
+    def refit(self, archetypes: dict[str, dict[str, str]], negatives: Sequence[str] = (), keep: bool = False,
+              warn=print) -> Critic:
+        """Every critic's retraining: a new critic of the same kind trained on the original
+        examples plus ``archetypes`` (topic -> {url: text}; a single topic's critic takes every
+        topic's as positives: BINGO!'s archetypes, Pant's pseudo examples) and ``negatives``;
+        feature selection, when configured, runs again. The new critic remembers the same
+        originals, so archetypes are replaced at the next retraining, not piled up — unless
+        ``keep``: then they join the originals (the training basis of the learning phase, §2.5.3)."""
         if not hasattr(self, "examples_"):
             raise ModelError("this critic was saved without its training examples; it cannot be retrained")
         originals = self.examples_
+        positives = [text for pages in archetypes.values() for text in pages.values()]
         critic = Critic(self.classifier, self.language, self.stem, **self.options)
-        critic.fit(originals[0] + list(positives), originals[1] + list(negatives))
+        critic.fit(originals[0] + positives, originals[1] + list(negatives))
         critic.user_examples_ = self.user_examples
         if not keep:
             critic.examples_ = originals

@@ -16,6 +16,7 @@ indicator keywords, fewer than N_w of them — is not accepted there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,11 +154,13 @@ class TaxonomyModel:
         self.examples_ = dict(texts)
         return self
 
-    def refit(self, archetypes: dict[str, dict[str, str]], warn=print, keep: bool = False) -> TaxonomyModel:
-        """BINGO! retraining: a new model from the original tree and examples plus, for each
-        topic path, archetype pages (url -> text) as its positives; feature selection runs again.
-        The new model keeps the same originals, so archetypes are replaced at the next retraining —
-        unless ``keep``: then they join the originals (the learning phase's training basis)."""
+    def refit(self, archetypes: dict[str, dict[str, str]], negatives: Sequence[str] = (), keep: bool = False,
+              warn=print) -> TaxonomyModel:
+        """BINGO! retraining, with every critic's signature: a new model from the original tree and
+        examples plus, for each topic path, archetype pages (url -> text) as its positives, and
+        ``negatives`` for the root (its OTHERS); feature selection runs again. The new model keeps
+        the same originals, so archetypes are replaced at the next retraining — unless ``keep``:
+        then they join the originals (the learning phase's training basis)."""
         if not hasattr(self, "examples_"):
             raise TaxonomyError("this taxonomy model was saved without its examples; it cannot be retrained")
         root = Node.from_dict(self.tree_)
@@ -167,6 +170,9 @@ class TaxonomyModel:
             if path in nodes:
                 nodes[path].positives += [url for url in pages if url not in nodes[path].positives]
                 texts.update(pages)
+        extra = {f"negative:{i}": text for i, text in enumerate(negatives)}
+        root.negatives += list(extra)
+        texts.update(extra)
         model = TaxonomyModel(**self.options()).fit(root, texts, warn)
         if not keep:
             model.tree_, model.examples_ = self.tree_, self.examples_
