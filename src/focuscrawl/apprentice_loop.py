@@ -17,7 +17,7 @@ import numpy as np
 
 from focuscrawl.apprentice import HIGH, Apprentice, TermIds, median_score, pack, page_link_features
 from focuscrawl.config import CrawlConfig
-from focuscrawl.frontier import Discovered, Frontier
+from focuscrawl.frontier import Discovered, Frontier, Seen
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
 from focuscrawl.store import DONE, Repository
@@ -44,7 +44,7 @@ def gc_paused():
 class ScoredLinks:
     """What the apprentice made of a page's links, kept until their URL ids are known."""
 
-    known: dict[str, list]  # the frontier's record of those URLs already seen
+    known: dict[str, Seen]  # the frontier's record of those URLs already seen
     wanted: list[int]  # the links (indices into the page's) with features: to URLs not yet fetched
     features: list[np.ndarray]
 
@@ -76,7 +76,7 @@ class ApprenticeLoop:
         their priorities in ``found`` (url, host, priority, skip reason) become its own."""
         known = self.frontier.known([url for url, _, _, _ in found])
         wanted = [i for i, (url, _, _, reason) in enumerate(found)
-                  if reason is None and (url not in known or known[url][1] != DONE)]
+                  if reason is None and (url not in known or known[url].state != DONE)]
         features = self._link_features(page, judgement, wanted)
         if self.model.ready and wanted:
             for i, p in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0))):

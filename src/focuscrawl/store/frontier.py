@@ -10,7 +10,7 @@ import sqlite3
 import time
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Item
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Item, Seen
 from focuscrawl.store.clusters import LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
@@ -50,7 +50,7 @@ class SqliteFrontier:
     # -- discovery ---------------------------------------------------------------------------
 
     def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
-            known: dict[str, list] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
+            known: dict[str, Seen] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
         (link graph, seen set) unless a later link admits it. One lookup for the whole batch
@@ -62,52 +62,51 @@ class SqliteFrontier:
         for url, host, priority, skip_reason in found:
             if skip_reason is None and self.hosts[host].status == BAD:
                 skip_reason = "host marked bad"
-            row = known.get(url)
-            if row is None:
+            seen = known.get(url)
+            if seen is None:
                 state = QUEUED if skip_reason is None else SKIPPED
                 url_id = self.db.execute(
                     "INSERT INTO urls (url, host, depth, parent_id, priority, state, skip_reason, discovered_at, tunnel,"
                     " queue) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (url, host, depth, parent_id, priority, state, skip_reason, time.time(), tunnel, queue),
                 ).lastrowid
-                known[url] = [url_id, state, priority, skip_reason]
+                known[url] = Seen(url_id, state, priority, skip_reason)
                 if state == QUEUED:
                     self.size += 1
                     self.heaps.raise_best(queue, self.hosts[host], priority, url_id)
             elif skip_reason is None:
-                self._readmit(row, host, depth, parent_id, priority, tunnel, queue)
-            ids.append(known[url][0])
+                self._readmit(seen, host, depth, parent_id, priority, tunnel, queue)
+            ids.append(known[url].url_id)
         return ids
 
-    def known(self, urls: list[str]) -> dict[str, list]:
-        """url -> [id, state, priority, skip reason] of those of ``urls`` seen before."""
+    def known(self, urls: list[str]) -> dict[str, Seen]:
+        """The records of those of ``urls`` seen before, by URL."""
         known = {}
         unique = list(dict.fromkeys(urls))
         for start in range(0, len(unique), 500):
             chunk = unique[start:start + 500]
             query = f"SELECT url, id, state, priority, skip_reason FROM urls WHERE url IN ({','.join('?' * len(chunk))})"
-            known.update((url, list(rest)) for url, *rest in self.db.execute(query, chunk))
+            known.update((url, Seen(*rest)) for url, *rest in self.db.execute(query, chunk))
         return known
 
-    def _readmit(self, row: list, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int,
+    def _readmit(self, seen: Seen, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int,
                  queue: str) -> None:
         """A seen URL found again by an admissible link: raise its priority (the better link's
         tunnelling distance and queue with it), or queue it if it was skipped only for a reason
         this link does not have."""
-        url_id, state, old_priority, old_reason = row
-        if state == QUEUED and priority > old_priority:
+        if seen.state == QUEUED and priority > seen.priority:
             self.db.execute("UPDATE urls SET priority = ?, tunnel = ?, queue = ?, depth = ?, parent_id = ? WHERE id = ?",
-                            (priority, tunnel, queue, depth, parent_id, url_id))
-        elif state == SKIPPED and old_reason in REVIVABLE:
+                            (priority, tunnel, queue, depth, parent_id, seen.url_id))
+        elif seen.state == SKIPPED and seen.skip_reason in REVIVABLE:
             self.db.execute(
                 "UPDATE urls SET state = ?, skip_reason = NULL, depth = ?, parent_id = ?, priority = ?, tunnel = ?,"
-                " queue = ? WHERE id = ?", (QUEUED, depth, parent_id, priority, tunnel, queue, url_id),
+                " queue = ? WHERE id = ?", (QUEUED, depth, parent_id, priority, tunnel, queue, seen.url_id),
             )
             self.size += 1
         else:
             return
-        row[1:] = [QUEUED, priority, None]
-        self.heaps.raise_best(queue, self.hosts[host], priority, url_id)
+        seen.state, seen.priority, seen.skip_reason = QUEUED, priority, None
+        self.heaps.raise_best(queue, self.hosts[host], priority, seen.url_id)
 
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
         """A redirect's final URL has been fetched too: never queue it again."""
