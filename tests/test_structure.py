@@ -19,9 +19,22 @@ def test_no_module_outside_the_store_opens_the_crawl_database_or_writes_sql():
     assert not offending, "\n".join(offending)
 
 
+CRAWL_FILES = re.compile(r"""["'/](crawl\.db|crawl\.lock|crawl\.log|harvest\.jsonl|config\.yml|warc|models)["'/]""")
+
+
+def test_only_the_store_names_the_crawl_directorys_files():
+    offending = [f"{path.relative_to(SOURCE)}:{number}: {line.strip()}"
+                 for path in sorted(SOURCE.rglob("*.py")) if not any(owner in path.parents for owner in OWNERS)
+                 for number, line in enumerate(path.read_text().splitlines(), 1)
+                 if CRAWL_FILES.search(line) and not line.lstrip().startswith("#")]
+    assert not offending, "\n".join(offending)
+
+
 def test_the_check_finds_sql_where_it_is():
     assert SQL.search('db.execute("SELECT url FROM urls")') and SQL.search("sqlite3.connect(path)")
     assert not SQL.search("select the best URL") and not SQL.search("# updates the frontier")
+    assert CRAWL_FILES.search('directory / "crawl.db"') and CRAWL_FILES.search("out / 'warc'")
+    assert not CRAWL_FILES.search("the crawl's ``crawl.db``")
 
 
 def test_no_class_over_250_lines_and_no_function_over_60():
