@@ -124,16 +124,16 @@ def crawl_database(tmp_path):
 
 def test_a_topics_base_set_is_its_relevant_pages_their_successors_and_predecessors(tmp_path):
     store = crawl_database(tmp_path)
-    graph = topic_graph(store.db)
+    graph = topic_graph(store.queries)
     assert graph.url_ids.tolist() == [1, 2, 3, 4, 6, 7]  # 5 is neither relevant nor linked with the root set
     assert graph.positive.tolist() == [True, True, True, False, False, False]
     edges = {(int(graph.url_ids[s]), int(graph.url_ids[t])) for s, t in zip(graph.sources, graph.targets)}
     assert edges == {(1, 2), (1, 6), (2, 3), (4, 1), (3, 7)}  # 4->5 leaves the base set
     # judged pages keep the critic's score; an unjudged one gets the best of the pages linking to it
     np.testing.assert_allclose(graph.confidence, [0.9, 0.8, 0.7, 0.1, 0.9, 0.7])
-    scores = analyse(store.db)
+    scores = analyse(store.queries)
     with store.transaction():
-        save_scores(store.db, scores)
+        save_scores(store.queries, scores)
     stored = {row[0]: row[1:] for row in store.db.execute(
         "SELECT url_id, hub, authority, pagerank FROM link_scores WHERE topic = ''")}
     assert set(stored) == {1, 2, 3, 4, 6, 7}

@@ -17,9 +17,9 @@ from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import Item
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import parse_html
-from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlDirError, SqliteFrontier, Store,
-                              WarcArchive, content_hash, crawl_status, export_rows, fetch_counts, open_existing,
-                              queries, transaction, upgrade_schema)
+from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlDirError, Queries, SqliteFrontier, Store,
+                              WarcArchive, content_hash, crawl_status, export_rows, meta_of, open_existing,
+                              read_only, transaction, upgrade_schema)
 from focuscrawl.store.schema import connect
 
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
@@ -127,8 +127,8 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
 def test_a_transaction_commits_when_its_block_ends(store, tmp_path):
     with transaction(store.db):
         store.set_meta(phase="harvesting")
-    other = queries.read_only(tmp_path / "crawl")
-    assert queries.meta(other) == {"phase": "harvesting"}
+    other = read_only(tmp_path / "crawl")
+    assert Queries(other).meta() == {"phase": "harvesting"}
     other.close()
 
 
@@ -193,7 +193,7 @@ def test_find_duplicate_finds_the_original_by_its_content_hash_never_a_copy(stor
     page(store, "http://a.test/1", 0.8, "the same words")
     page(store, "http://b.test/1", 0.1, "the same words")
     assert store.find_duplicate(content_hash("the same words")) == (original, 0.8)
-    assert queries.path_step(store.db, copy)[2] == 0.8
+    assert store.queries.path_step(copy)[2] == 0.8
     assert store.find_duplicate(content_hash("other words")) is None
 
 
@@ -225,8 +225,8 @@ def test_recorded_links_are_followed_unless_nofollow(store):
     followed, ignored = discover(store, ["http://a.test/f", "http://a.test/n"], source)
     with store.transaction():
         store.record_links([(source, followed, "follow me", 0, 1, 0), (source, ignored, "not me", 1, 2, 1)])
-    assert queries.followed_links(store.db, source) == [followed]
-    assert queries.followed_links(store.db, followed) == []
+    assert store.queries.followed_links(source) == [followed]
+    assert store.queries.followed_links(followed) == []
 
 
 def test_record_host_replaces_a_hosts_failures_status_and_crawl_delay(store):
@@ -296,7 +296,7 @@ def test_queued_link_features_are_the_links_to_queued_urls_in_target_order(store
     with store.transaction():
         store.record_link_features([(source, second, b"b", 0.6), (source, first, b"a", 0.6), (source, source, b"s", 0.1)])
     assert list(store.queued_link_features()) == [(first, b"a", 0.6), (second, b"b", 0.6)]
-    assert sorted(queries.queued_link_instances(store.db)) == [(first, b"a", 0.6), (second, b"b", 0.6)]
+    assert sorted(store.queries.queued_link_instances()) == [(first, b"a", 0.6), (second, b"b", 0.6)]
 
 
 def test_retarget_link_features_moves_a_redirects_links_to_its_target(store):
@@ -321,7 +321,7 @@ def test_a_saved_model_is_replaced_by_the_next_save_under_its_name(store):
         store.save_model("apprentice", b"second")
         store.save_model("other", b"other")
     assert store.load_model("apprentice") == b"second"
-    assert queries.load_model(store.db, "other") == b"other"
+    assert store.queries.load_model("other") == b"other"
 
 
 def test_record_sitemaps_keeps_each_url_of_an_origin_once(store):
@@ -380,7 +380,7 @@ def test_open_existing_refuses_a_file_that_is_not_a_database(tmp_path):
 def test_open_existing_opens_a_crawl_for_reading_and_writing(store, tmp_path):
     store.set_meta(state="stopped")
     db = open_existing(tmp_path / "crawl")
-    assert queries.meta(db) == {"state": "stopped"}
+    assert Queries(db).meta() == {"state": "stopped"}
     db.execute("INSERT INTO meta VALUES ('note', 'x')")
     assert store.get_meta("note") == "x"
     db.close()
@@ -397,7 +397,7 @@ def test_fetch_counts_tell_responses_errors_and_refusals_apart(store):
     failed(store, "http://a.test/2", "HTTP 404", status=404)
     failed(store, "http://a.test/3", "connection refused")
     failed(store, "http://a.test/4", "disallowed by robots.txt", refused=True)
-    assert fetch_counts(store.db) == (2, 2, 1, 4)
+    assert store.queries.fetch_counts() == (2, 2, 1, 4)
 
 
 def test_crawl_status_reports_pages_frontier_harvest_and_topics(store):
@@ -447,12 +447,12 @@ def test_export_rows_give_one_record_per_fetch_in_fetch_order(store):
 
 def test_a_read_only_connection_reads_but_refuses_writes(store, tmp_path):
     store.set_meta(state="running")
-    db = queries.read_only(tmp_path / "crawl")
-    assert queries.meta(db) == {"state": "running"}
+    db = read_only(tmp_path / "crawl")
+    assert Queries(db).meta() == {"state": "running"}
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         db.execute("INSERT INTO meta VALUES ('x', 'y')")
     db.close()
-    assert queries.meta_of(tmp_path / "crawl") == {"state": "running"}
+    assert meta_of(tmp_path / "crawl") == {"state": "running"}
 
 
 # -- queries: pages and their scores ---------------------------------------------------------------
@@ -463,32 +463,32 @@ def test_seed_urls_are_the_urls_found_without_a_parent(store):
     discover(store, ["http://a.test/child"], seed)
     with store.transaction():
         SqliteFrontier(store.db, Hosts(CONFIG)).add([("http://c.test/", "c.test", 0.5, None)], 0, seed)
-    assert sorted(queries.seed_urls(store.db)) == ["http://a.test/", "http://b.test/"]
+    assert sorted(store.queries.seed_urls()) == ["http://a.test/", "http://b.test/"]
 
 
 def test_recent_relevance_gives_the_last_scores_judged_oldest_first(store):
     for i, relevance in enumerate([0.1, 0.2, None, 0.3, 0.4]):
         page(store, f"http://a.test/{i}", relevance)
-    assert queries.recent_relevance(store.db, 3) == [0.2, 0.3, 0.4]
-    assert queries.recent_relevance(store.db, 10) == [0.1, 0.2, 0.3, 0.4]
+    assert store.queries.recent_relevance(3) == [0.2, 0.3, 0.4]
+    assert store.queries.recent_relevance(10) == [0.1, 0.2, 0.3, 0.4]
 
 
 def test_count_relevant_counts_scores_at_or_above_the_threshold(store):
     for i, relevance in enumerate([0.2, 0.5, 0.9, None]):
         page(store, f"http://a.test/{i}", relevance)
-    assert queries.count_relevant(store.db, 0.5) == 2
-    assert queries.count_relevant(store.db, 0.95) == 0
+    assert store.queries.count_relevant(0.5) == 2
+    assert store.queries.count_relevant(0.95) == 0
 
 
 def test_median_relevance_is_none_before_the_first_judged_page(store):
     page(store, "http://a.test/unjudged")
-    assert queries.median_relevance(store.db) is None
+    assert store.queries.median_relevance() is None
 
 
 def test_median_relevance_is_the_middle_score_of_the_judged_pages(store):
     for i, relevance in enumerate([0.9, 0.1, None, 0.4, 0.8, 0.2]):
         page(store, f"http://a.test/{i}", relevance)
-    assert queries.median_relevance(store.db) == 0.4
+    assert store.queries.median_relevance() == 0.4
 
 
 def test_confident_pages_give_relevance_without_a_topic_and_confidence_with_one(store):
@@ -496,51 +496,51 @@ def test_confident_pages_give_relevance_without_a_topic_and_confidence_with_one(
     page(store, "http://a.test/2", 0.3)
     golf = page(store, "http://a.test/3", judgement=Judgement(0.9, "golf", 0.6))
     page(store, "http://a.test/4", judgement=Judgement(0.9, "chess", 0.7))
-    assert queries.confident_pages(store.db, 0.5, "") == {plain: 0.8}
-    assert queries.confident_pages(store.db, 0.5, "golf") == {golf: 0.6}
+    assert store.queries.confident_pages(0.5, "") == {plain: 0.8}
+    assert store.queries.confident_pages(0.5, "golf") == {golf: 0.6}
 
 
 def test_texts_by_score_picks_the_lowest_or_highest_scored_at_most_below(store):
     for relevance, text in [(0.9, "top"), (0.6, "good"), (0.2, "poor"), (0.1, "worst"), (None, "unjudged")]:
         page(store, f"http://a.test/{text}", relevance, text)
-    assert queries.texts_by_score(store.db, 2) == ["worst", "poor"]
-    assert queries.texts_by_score(store.db, 2, best=True) == ["top", "good"]
-    assert queries.texts_by_score(store.db, 2, best=True, below=0.6) == ["good", "poor"]
+    assert store.queries.texts_by_score(2) == ["worst", "poor"]
+    assert store.queries.texts_by_score(2, best=True) == ["top", "good"]
+    assert store.queries.texts_by_score(2, best=True, below=0.6) == ["good", "poor"]
 
 
 def test_judged_texts_leave_out_unjudged_pages_and_pages_without_text(store):
     judged = page(store, "http://a.test/1", 0.4, "judged")
     page(store, "http://a.test/2", None, "unjudged")
     page(store, "http://a.test/3", 0.7, "hidden", noindex=True)
-    assert queries.judged_texts(store.db) == [(judged, "judged")]
+    assert store.queries.judged_texts() == [(judged, "judged")]
 
 
 def test_set_relevance_replaces_scores_by_url_id(store):
     first, second = page(store, "http://a.test/1", 0.4), page(store, "http://a.test/2", 0.6)
     with store.transaction():
-        queries.set_relevance(store.db, [(0.9, first), (0.1, second)])
+        store.queries.set_relevance([(0.9, first), (0.1, second)])
     assert store.relevance_of(["http://a.test/1", "http://a.test/2"]) == {"http://a.test/1": 0.9, "http://a.test/2": 0.1}
 
 
 def test_relevance_by_url_has_both_the_url_asked_for_and_where_it_redirected(store):
     page(store, "http://a.test/old", 0.7, final_url="http://a.test/new")
     page(store, "http://a.test/unjudged")
-    assert queries.relevance_by_url(store.db) == {"http://a.test/old": 0.7, "http://a.test/new": 0.7}
+    assert store.queries.relevance_by_url() == {"http://a.test/old": 0.7, "http://a.test/new": 0.7}
 
 
 def test_path_step_goes_one_step_up_the_path_that_found_a_url(store):
     seed = page(store, "http://a.test/", judgement=Judgement(0.9, "golf"))
     (child,) = discover(store, ["http://a.test/child"], seed)
-    assert queries.path_step(store.db, child) == (seed, 1, None, None)
-    assert queries.path_step(store.db, seed) == (None, 0, 0.9, "golf")
-    assert queries.path_step(store.db, 999) is None
+    assert store.queries.path_step(child) == (seed, 1, None, None)
+    assert store.queries.path_step(seed) == (None, 0, 0.9, "golf")
+    assert store.queries.path_step(999) is None
 
 
 def test_fetched_documents_are_the_stored_pages_in_fetch_order(store):
     page(store, "http://a.test/2", 0.2, "second", at=5.0)
     failed(store, "http://a.test/x", "timeout")
     page(store, "http://a.test/1", None, "first", final_url="http://a.test/one", at=6.0)
-    assert queries.fetched_documents(store.db) == [("http://a.test/2", 0.2, 5.0, "second"),
+    assert store.queries.fetched_documents() == [("http://a.test/2", 0.2, 5.0, "second"),
                                                    ("http://a.test/one", None, 6.0, "first")]
 
 
@@ -548,21 +548,21 @@ def test_judged_originals_leave_out_duplicates_and_unjudged_pages(store):
     page(store, "http://a.test/1", 0.8, "original", final_url="http://a.test/one")
     page(store, "http://a.test/2", 0.8, "original")
     page(store, "http://a.test/3", None, "unjudged")
-    assert queries.judged_originals(store.db) == [("http://a.test/one", "original", 0.8)]
+    assert store.queries.judged_originals() == [("http://a.test/one", "original", 0.8)]
 
 
 def test_visited_urls_are_the_fetched_urls_and_their_redirect_targets(store):
     page(store, "http://a.test/old", 0.5, final_url="http://a.test/new")
     failed(store, "http://b.test/", "timeout")
     discover(store, ["http://a.test/queued"])
-    assert queries.visited_urls(store.db) == {"http://a.test/old", "http://a.test/new", "http://b.test/"}
+    assert store.queries.visited_urls() == {"http://a.test/old", "http://a.test/new", "http://b.test/"}
 
 
 def test_fetch_summary_gives_the_200_urls_and_the_span_of_the_fetches(store):
     page(store, "http://a.test/1", 0.5, at=10.0)
     page(store, "http://a.test/2", 0.5, final_url="http://a.test/two", at=20.0)
     failed(store, "http://a.test/3", "HTTP 404", status=404)
-    urls, first, last, fetched = queries.fetch_summary(store.db)
+    urls, first, last, fetched = store.queries.fetch_summary()
     assert (sorted(urls), first, last, fetched) == (["http://a.test/1", "http://a.test/two"], 10.0, 100.0, 3)
 
 
@@ -573,7 +573,7 @@ def test_queued_with_parents_leaves_out_tunnelled_and_promoted_urls(store):
     (plain,) = discover(store, ["http://a.test/plain"], seed, priority=0.4)
     discover(store, ["http://a.test/head"], seed, priority=2.0)
     discover(store, ["http://a.test/tunnel"], seed, priority=0.3, tunnel=1)
-    assert queries.queued_with_parents(store.db, 1.0) == [(plain, 1, "http://a.test/plain", 0.8, 0.5, 1.0)]
+    assert store.queries.queued_with_parents(1.0) == [(plain, 1, "http://a.test/plain", 0.8, 0.5, 1.0)]
 
 
 def test_skipped_with_parents_selects_the_urls_skipped_for_one_reason(store):
@@ -581,7 +581,7 @@ def test_skipped_with_parents_selects_the_urls_skipped_for_one_reason(store):
     (nofollow,) = discover(store, ["http://a.test/n"], seed, reason="nofollow")
     discover(store, ["http://a.test/d"], seed, reason="beyond max depth")
     discover(store, ["http://a.test/q"], seed)
-    assert queries.skipped_with_parents(store.db, "nofollow") == [(nofollow, 1, "http://a.test/n", 0.8, 0.5, 1.0)]
+    assert store.queries.skipped_with_parents("nofollow") == [(nofollow, 1, "http://a.test/n", 0.8, 0.5, 1.0)]
 
 
 def test_queued_parent_scores_are_the_scores_of_the_pages_queued_urls_were_found_on(store):
@@ -590,7 +590,7 @@ def test_queued_parent_scores_are_the_scores_of_the_pages_queued_urls_were_found
     discover(store, ["http://a.test/3"], poor)
     discover(store, ["http://a.test/4"], poor, reason="nofollow")
     discover(store, ["http://b.test/"])
-    assert sorted(queries.queued_parent_scores(store.db)) == [0.2, 0.9, 0.9]
+    assert sorted(store.queries.queued_parent_scores()) == [0.2, 0.9, 0.9]
 
 
 def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
@@ -612,18 +612,18 @@ def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
 
 def test_apprentice_terms_are_read_back_and_an_id_is_never_given_twice(store):
     with store.transaction():
-        queries.add_apprentice_terms(store.db, [("golf", 0), ("club", 1)])
-    assert queries.apprentice_terms(store.db) == {"golf": 0, "club": 1}
+        store.queries.add_apprentice_terms([("golf", 0), ("club", 1)])
+    assert store.queries.apprentice_terms() == {"golf": 0, "club": 1}
     with pytest.raises(sqlite3.IntegrityError):
-        queries.add_apprentice_terms(store.db, [("chess", 1)])
+        store.queries.add_apprentice_terms([("chess", 1)])
 
 
 def test_crawl_topics_are_the_taxonomy_topics_with_pages_or_the_one_topic(store):
     page(store, "http://a.test/1", 0.5)
-    assert queries.crawl_topics(store.db) == [""]
+    assert store.queries.crawl_topics() == [""]
     page(store, "http://a.test/2", judgement=Judgement(0.9, "sport/golf"))
     page(store, "http://a.test/3", judgement=Judgement(0.9, "chess"))
-    assert queries.crawl_topics(store.db) == ["chess", "sport/golf"]
+    assert store.queries.crawl_topics() == ["chess", "sport/golf"]
 
 
 def test_base_set_holds_a_topics_relevant_pages_their_successors_and_predecessors(store):
@@ -636,7 +636,7 @@ def test_base_set_holds_a_topics_relevant_pages_their_successors_and_predecessor
         store.record_links([(golf, weak, None, None, None, 0), (golfer, golf, None, None, None, 0),
                             (putting, mail, None, None, None, 0), (putting, queued, None, None, None, 0),
                             (golf, golf, None, None, None, 0)])
-    url_ids, root, pairs, info = queries.base_set(store.db, "golf", 0.5)
+    url_ids, root, pairs, info = store.queries.base_set("golf", 0.5)
     assert root.tolist() == [golf, putting]
     assert url_ids.tolist() == sorted([golf, putting, golfer, weak, queued])
     assert sorted(map(tuple, pairs.tolist())) == sorted([(golf, weak), (golfer, golf), (putting, queued)])
@@ -646,9 +646,9 @@ def test_base_set_holds_a_topics_relevant_pages_their_successors_and_predecessor
 def test_save_link_scores_replaces_only_that_topics_scores(store):
     columns = {"hub": [0.1, 0.2], "authority": [0.3, 0.4], "pagerank": [0.5, 0.5], "confidence_pagerank": [0.6, 0.4]}
     with store.transaction():
-        queries.save_link_scores(store.db, "golf", [1, 2], columns)
-        queries.save_link_scores(store.db, "chess", [1, 2], columns)
-        queries.save_link_scores(store.db, "golf", [3], {name: [0.9] for name in columns})
+        store.queries.save_link_scores("golf", [1, 2], columns)
+        store.queries.save_link_scores("chess", [1, 2], columns)
+        store.queries.save_link_scores("golf", [3], {name: [0.9] for name in columns})
     rows = store.db.execute("SELECT topic, url_id, hub, authority, pagerank, confidence_pagerank FROM link_scores"
                             " ORDER BY topic, url_id").fetchall()
     assert rows == [("chess", 1, 0.1, 0.3, 0.5, 0.6), ("chess", 2, 0.2, 0.4, 0.5, 0.4), ("golf", 3, 0.9, 0.9, 0.9, 0.9)]
@@ -656,9 +656,9 @@ def test_save_link_scores_replaces_only_that_topics_scores(store):
 
 def test_an_adaptation_step_is_logged_and_later_detail_is_merged_into_it(store):
     with store.transaction():
-        first = queries.log_adaptation(store.db, 100, "retrain", {"positives": 5, "harvest_before": 0.3})
-        second = queries.log_adaptation(store.db, 200, "phase", {"phase": "harvesting"})
-        queries.add_to_adaptation(store.db, first, harvest_after=0.4, positives=6)
+        first = store.queries.log_adaptation(100, "retrain", {"positives": 5, "harvest_before": 0.3})
+        second = store.queries.log_adaptation(200, "phase", {"phase": "harvesting"})
+        store.queries.add_to_adaptation(first, harvest_after=0.4, positives=6)
     rows = store.db.execute("SELECT id, pages, kind, detail FROM adaptations ORDER BY id").fetchall()
     assert [(i, pages, kind, json.loads(detail)) for i, pages, kind, detail in rows] == [
         (first, 100, "retrain", {"positives": 6, "harvest_before": 0.3, "harvest_after": 0.4}),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import pickle
 import re
-import sqlite3
 import zlib
 from collections.abc import Callable
 from contextlib import closing
@@ -35,7 +34,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.learn import ModelError
 from focuscrawl.parse import DecodeError, parse_html
-from focuscrawl.store import CrawlDir, open_existing, queries
+from focuscrawl.store import CrawlDir, Queries, open_existing
 from focuscrawl.text import Analyzer, LeafTerms
 
 log = logging.getLogger(__name__)
@@ -47,10 +46,10 @@ URL_WORD = re.compile(r"[a-z]{2,}")
 class TermIds:
     """term -> id, persisted in the crawl database as terms appear (inside the page's transaction)."""
 
-    def __init__(self, db: sqlite3.Connection):
+    def __init__(self, queries: Queries):
         """Build again after a rolled-back transaction: the ids it gave out were lost with it."""
-        self.db = db
-        self.ids = queries.apprentice_terms(db)
+        self.queries = queries
+        self.ids = queries.apprentice_terms()
         self.next_id = max(self.ids.values(), default=-1) + 1
 
     def __call__(self, terms: list[str]) -> list[int]:
@@ -59,7 +58,7 @@ class TermIds:
             new = list(dict.fromkeys(t for t, i in zip(terms, ids) if i is None))  # the lookups already made
             start, self.next_id = self.next_id, self.next_id + len(new)
             self.ids.update((t, start + i) for i, t in enumerate(new))
-            queries.add_apprentice_terms(self.db, [(t, self.ids[t]) for t in new])
+            self.queries.add_apprentice_terms([(t, self.ids[t]) for t in new])
             ids = list(map(self.ids.__getitem__, terms))
         return ids
 
@@ -388,9 +387,9 @@ def _pieces(joined, lengths):
     return [joined[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
-def median_score(db: sqlite3.Connection) -> float:
+def median_score(queries: Queries) -> float:
     """The median critic score of the pages judged so far: the boundary of the two buckets."""
-    median = queries.median_relevance(db)
+    median = queries.median_relevance()
     return HIGH if median is None else median
 
 
@@ -402,7 +401,7 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
     reference that knows every page's class), every link out of a judged page is an instance
     and v's score is ``label(v)``."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
-        relevance = queries.relevance_by_url(db)
+        relevance = Queries(db).relevance_by_url()
     score_of_target = label or relevance.__getitem__
     features: list[np.ndarray] = []
     labels: list[float] = []

@@ -57,7 +57,7 @@ class ApprenticeLoop:
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
                         "with" if self.model.blend is not None else "without", self.settings.blend)
-        self.term_ids = TermIds(store.db)
+        self.term_ids = TermIds(store.queries)
         self.analyzer = Analyzer(config.text.language, config.text.stem)
         # a target URL's label instead of the critic's score (eval's reference with the truth)
         self.instance_label: Callable[[str], float] | None = None
@@ -99,7 +99,7 @@ class ApprenticeLoop:
 
     def rolled_back(self) -> None:
         """The page's transaction was rolled back: the term ids it handed out are gone."""
-        self.term_ids = TermIds(self.store.db)
+        self.term_ids = TermIds(self.store.queries)
 
     def after_page(self) -> None:
         """Every ``batch`` pages: learn, and re-score the frontier when due."""
@@ -134,7 +134,7 @@ class ApprenticeLoop:
                 if self.instance_label is not None:
                     urls = self.store.urls_of(list(targets))
                     relevance = [self.instance_label(urls[target]) for target in targets]
-                self.model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.db),
+                self.model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.queries),
                                  np.array(copies))
             rescored = self.rescore_frontier() if self.rescore_due() else 0
             if rescored:

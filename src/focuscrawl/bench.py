@@ -26,7 +26,7 @@ import yaml
 from focuscrawl.config import dump_config, validate_config
 from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config
 from focuscrawl.fetch.http import HostMapResolver
-from focuscrawl.store import queries
+from focuscrawl.store import Queries, read_only
 from focuscrawl.testweb.synthetic import build_site, topic_config
 
 
@@ -89,9 +89,9 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"the crawl failed: {crawler.stderr.read().strip()}")
         server_cpu = _cpu_seconds(server.process.pid)
-        with closing(queries.read_only(out)) as db:
-            urls, first, last, fetched = queries.fetch_summary(db)
-            stages = json.loads(queries.meta(db)["stage_seconds"])
+        with closing(read_only(out)) as db:
+            urls, first, last, fetched = Queries(db).fetch_summary()
+            stages = json.loads(Queries(db).meta()["stage_seconds"])
         server_rate = asyncio.run(_request_rate(urls[:3000] * max(1, 3000 // max(1, len(urls))), server.host_map))
     finally:
         server.close()

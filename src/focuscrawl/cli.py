@@ -34,7 +34,7 @@ from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
                                train_taxonomy)
-from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, queries,
+from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, Queries,
                               transaction, upgrade_schema)
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
@@ -543,10 +543,11 @@ def graph(
         db = open_existing(directory)
         upgrade_schema(db)  # a crawl made before link analysis has no link_scores table
         report = {}
-        for topic in queries.crawl_topics(db):
-            scores = analyse(db, topic)
+        queries = Queries(db)
+        for topic in queries.crawl_topics():
+            scores = analyse(queries, topic)
             with transaction(db):
-                save_scores(db, scores)
+                save_scores(queries, scores)
             report[topic] = {kind: [{"url": scores.graph.urls[i], "hub": float(scores.hubs[i]),
                                      "authority": float(scores.authorities[i]), "pagerank": float(scores.pagerank[i]),
                                      "confidence_pagerank": float(scores.confidence_pagerank[i])}

@@ -29,8 +29,7 @@ from focuscrawl.frontier import Frontier, Item
 from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
-from focuscrawl.store import (CrawlDir, CrawlDirError, Repository, SqliteFrontier, Store, fetch_counts, open_existing,
-                              queries)
+from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.topics import expand, train_critic
 
@@ -86,7 +85,7 @@ def crawl_critic(directory: Path) -> Critic | TaxonomyModel | None:
     made before kept it in ``models/``); None before the crawl has trained one."""
     files = CrawlDir(directory)
     with closing(open_existing(directory)) as db:
-        data = queries.load_model(db, CRITIC_MODEL)
+        data = Queries(db).load_model(CRITIC_MODEL)
     if data is not None:
         return model_from_bytes(data, CRITICS, "a critic or a taxonomy model", f"{files.database} (the critic)")
     saved = next((path for path in files.legacy_critics if path.exists()), None)
@@ -131,10 +130,10 @@ class Crawler:
         settings = config.frontier
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
         clusters = settings.link_clusters if config.strategy not in ("bfs", "dfs") else None
-        self.frontier: Frontier = SqliteFrontier(self.store.db, self.hosts, settings.order, settings.band, clusters)
+        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, clusters)
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
-        fetched, errors, refused, _ = fetch_counts(self.store.db)
+        fetched, errors, refused, _ = self.store.queries.fetch_counts()
         total, scored = self.store.relevance_totals()
         self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
                                  refused)
@@ -148,7 +147,7 @@ class Crawler:
             self.pages.rules = self.parts.rules(self.pages.rules)
         if self.apprentice is not None:
             self.apprentice.instance_label = self.parts.instance_label
-        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or queries.seed_urls(self.store.db)
+        self.seeds: list[str] = json.loads(self.store.get_meta("seeds", "null")) or self.store.queries.seed_urls()
         self.set_phase(self.store.get_meta("phase") or ("learning" if config.adaptation.learning_phase else "crawl"))
         self.stop_reason: str | None = None
         self._workers: list[asyncio.Task] = []

@@ -33,7 +33,6 @@ from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
-from focuscrawl.store import queries
 from focuscrawl.learn import RELEVANT, Critic, ModelError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 
@@ -84,13 +83,13 @@ def with_link_context(critic: Critic, page, found: list[Discovered], weight: flo
     return found
 
 
-def path_class(db, item: Item) -> str | None:
+def path_class(queries, item: Item) -> str | None:
     """Sharp focusing: the class of the last accepted page on the item's path (its parent, or
     the page a tunnel through rejected pages started from; pages that only redirect are passed
     over). A seed is of the topic it exemplifies: with a two-class critic, 'relevant'."""
     url_id, steps = item.parent_id, item.tunnel
     while url_id is not None:
-        parent_id, depth, relevance, topic = queries.path_step(db, url_id)
+        parent_id, depth, relevance, topic = queries.path_step(url_id)
         if depth == 0 and not topic:
             return "relevant"
         if relevance is not None:
@@ -197,7 +196,7 @@ class Adaptation:
         self.config, self.store, self.frontier, self.control = config, store, frontier, control
         self.stage_seconds = stage_seconds
         self.settings = config.adaptation
-        self.window: deque[float] = deque(queries.recent_relevance(store.db, self.settings.window),
+        self.window: deque[float] = deque(store.queries.recent_relevance(self.settings.window),
                                           maxlen=self.settings.window)
         self.positives = self._count_positives()
         self.last_trigger = int(store.get_meta("adaptation_last_pages", "0"))
@@ -241,7 +240,7 @@ class Adaptation:
             self.reorganise(f"harvest rate {self.window_harvest():.3f} over {s.window} pages below {s.harvest_below}")
 
     def _count_positives(self) -> int:
-        return queries.count_relevant(self.store.db, RELEVANT)
+        return self.store.queries.count_relevant(RELEVANT)
 
     def window_harvest(self) -> float | None:
         """The critic-estimated harvest rate (eq. 2.31) over the last ``window`` pages."""
@@ -262,7 +261,7 @@ class Adaptation:
         self.control.set_phase("harvesting")
         with self.store.transaction():
             requeued = self.frontier.requeue(self.control.focus.priorities(
-                queries.skipped_with_parents(self.store.db, OUT_OF_PHASE)))
+                self.store.queries.skipped_with_parents(OUT_OF_PHASE)))
             self.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
             self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
         self.frontier.resync()
@@ -279,14 +278,14 @@ class Adaptation:
         """Link analysis of every topic, retraining with archetypes, hubs to the head of the frontier."""
         s = self.settings
         clock = time.perf_counter()
-        db = self.store.db
+        queries = self.store.queries
         detail: dict = {"reason": reason, "harvest_before": self.window_harvest()}
-        analyses = [graph.analyse(db, topic) for topic in queries.crawl_topics(db)]
+        analyses = [graph.analyse(queries, topic) for topic in queries.crawl_topics()]
         if s.retrain:
             detail.update(self._retrain(analyses, admit_all=learning_phase and s.learning_archetypes == "all"))
         with self.store.transaction():
             for scores in analyses:
-                graph.save_scores(db, scores)
+                graph.save_scores(queries, scores)
             detail["hub_links_promoted"] = self._promote_hubs(analyses)
             self.last_trigger, self.last_positives = self.frontier.done, self.positives
             self.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
@@ -353,7 +352,7 @@ class Adaptation:
         taken over its examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
         s = self.settings
         g = scores.graph
-        rows = queries.confident_pages(self.store.db, RELEVANT, scores.topic)
+        rows = self.store.queries.confident_pages(RELEVANT, scores.topic)
         basis = set(self.basis)  # already training data
         candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
                                if url_id in rows and url not in basis], dtype=np.int64)
@@ -378,18 +377,17 @@ class Adaptation:
         at most ``below``."""
         if count <= 0:
             return []
-        return queries.texts_by_score(self.store.db, count, best, below)
+        return self.store.queries.texts_by_score(count, best, below)
 
     def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
         """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
         n_hub = self.settings.hubs
         if not n_hub:
             return 0
-        db = self.store.db
         head: dict[int, float] = {}  # target -> the best hub score linking to it
         for scores in analyses:
             for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
-                for target in queries.followed_links(db, int(scores.graph.url_ids[i])):
+                for target in self.store.queries.followed_links(int(scores.graph.url_ids[i])):
                     head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
         return self.frontier.promote(head)
 
@@ -414,13 +412,13 @@ class Adaptation:
     def _log(self, kind: str, detail: dict) -> None:
         """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
         store = self.store
-        self.measuring = queries.log_adaptation(store.db, self.frontier.done, kind, detail)
+        self.measuring = store.queries.log_adaptation(self.frontier.done, kind, detail)
         store.set_meta(adaptation_measuring=self.measuring)
 
     def _record_harvest_after(self) -> None:
         store = self.store
         with store.transaction():
-            queries.add_to_adaptation(store.db, self.measuring, harvest_after=self.window_harvest())
+            store.queries.add_to_adaptation(self.measuring, harvest_after=self.window_harvest())
             store.set_meta(adaptation_measuring="")
         self.measuring = None
 
@@ -430,14 +428,14 @@ def reclassify(store, frontier: Frontier, critic, focus: Focus, from_parents: bo
     already been classified can optionally be reconsidered"); with ``from_parents`` (not the
     apprentice's), queued links of accepted pages get the strategy's priority from their
     source's new score."""
-    db = store.db
-    rows = queries.judged_texts(db)
+    queries = store.queries
+    rows = queries.judged_texts()
     with store.transaction():
         for start in range(0, len(rows), 500):
             chunk = rows[start:start + 500]
             scores = critic.predict_proba([text for _, text in chunk])
-            queries.set_relevance(db, [(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
+            queries.set_relevance([(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
         if from_parents:
-            store.set_priorities(focus.priorities(queries.queued_with_parents(db, HEAD / 2)))
+            store.set_priorities(focus.priorities(queries.queued_with_parents(HEAD / 2)))
     frontier.resync()
     return len(rows)

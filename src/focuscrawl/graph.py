@@ -10,14 +10,13 @@ its edges are the crawl's links between those pages (one edge per pair)."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 
 from focuscrawl.learn import RELEVANT
-from focuscrawl.store import queries
+from focuscrawl.store import Queries
 
 TOLERANCE = 1e-10
 MAX_ITERATIONS = 1000
@@ -124,11 +123,11 @@ def confidence_pagerank(graph: TopicGraph, random_jump: float = RANDOM_JUMP, tol
 
 # -- a topic's graph from the crawl database ------------------------------------------------
 
-def topic_graph(db: sqlite3.Connection, topic: str = "", threshold: float = RELEVANT) -> TopicGraph:
+def topic_graph(queries: Queries, topic: str = "", threshold: float = RELEVANT) -> TopicGraph:
     """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
     at least ``threshold`` (into the topic or one of its subtopics), their successors, and
     their known predecessors."""
-    url_ids, root, pairs, info = queries.base_set(db, topic, threshold)
+    url_ids, root, pairs, info = queries.base_set(topic, threshold)
     sources, targets = np.searchsorted(url_ids, pairs[:, 0]), np.searchsorted(url_ids, pairs[:, 1])
     judged = np.array([info[i][2] if info[i][2] is not None else np.nan for i in url_ids.tolist()])
     estimate = np.zeros(len(url_ids))  # an unjudged page: the best confidence of the pages linking to it
@@ -154,15 +153,15 @@ class LinkScores:
         return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:count]
 
 
-def analyse(db: sqlite3.Connection, topic: str = "", threshold: float = RELEVANT) -> LinkScores:
+def analyse(queries: Queries, topic: str = "", threshold: float = RELEVANT) -> LinkScores:
     """All four link analyses of a topic's base set; hubs and authorities are Bharat–Henzinger's."""
-    graph = topic_graph(db, topic, threshold)
+    graph = topic_graph(queries, topic, threshold)
     hubs, authorities = bharat_henzinger(graph)
     return LinkScores(topic, graph, hubs, authorities, pagerank(graph.adjacency()), confidence_pagerank(graph))
 
 
-def save_scores(db: sqlite3.Connection, scores: LinkScores) -> None:
+def save_scores(queries: Queries, scores: LinkScores) -> None:
     """Replace the topic's stored scores (call inside a transaction)."""
-    queries.save_link_scores(db, scores.topic, scores.graph.url_ids.tolist(), {
+    queries.save_link_scores(scores.topic, scores.graph.url_ids.tolist(), {
         "hub": scores.hubs.tolist(), "authority": scores.authorities.tolist(), "pagerank": scores.pagerank.tolist(),
         "confidence_pagerank": scores.confidence_pagerank.tolist()})

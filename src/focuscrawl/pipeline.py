@@ -116,7 +116,7 @@ class PagePipeline:
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
         topic = judgement.topic if judgement else None
-        plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.db, item))
+        plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.queries, item))
         strategy, parent_priority = self.focus.strategy, own_priority(item.priority)  # the same for every link
         found = []
         for link in page.links:

@@ -25,7 +25,7 @@ from scipy import sparse
 
 from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances
 from focuscrawl.config import load_config
-from focuscrawl.store import CrawlDir, open_existing, queries
+from focuscrawl.store import CrawlDir, Queries, open_existing
 from focuscrawl.text import Analyzer, information_gain
 
 WIDEST = 8  # the largest d_max tried
@@ -94,7 +94,7 @@ def _information_gain_by_offset(features, labels) -> dict[int, float]:
 def _saved_apprentice_figures(directory: Path) -> tuple[dict | None, dict | None]:
     """Fig. 13a and the blend's weights, from the apprentice saved with the crawl (loaded once)."""
     with closing(open_existing(directory)) as db:
-        saved = queries.load_model(db, "apprentice")
+        saved = Queries(db).load_model("apprentice")
         apprentice = Apprentice.loads(saved) if saved else None
         return _priorities(db, apprentice), _blend(apprentice)
 
@@ -112,8 +112,8 @@ def _blend(apprentice: Apprentice | None) -> dict | None:
 def _priorities(db, apprentice: Apprentice | None) -> dict | None:
     if apprentice is None or not apprentice.trained:
         return None
-    baseline = queries.queued_parent_scores(db)
-    links = queries.queued_link_instances(db)
+    baseline = Queries(db).queued_parent_scores()
+    links = Queries(db).queued_link_instances()
     blobs, parents = [blob for _, blob, _ in links], np.array([parent for _, _, parent in links])
     scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.predict_proba(blobs)) if links else []
     best: dict[int, float] = {}

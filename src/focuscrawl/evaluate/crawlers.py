@@ -13,7 +13,7 @@ from focuscrawl.apprentice import crawl_instances, median_score
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.crawler import Parts
 from focuscrawl.learn import LEARNERS, Judgement
-from focuscrawl.store import open_existing, queries
+from focuscrawl.store import Queries, open_existing
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], floa
         features, scores, sources, parents = crawl_instances(baseline, apprentice.analyzer, apprentice.term_ids,
                                                              apprentice.model.d_max, apprentice.settings.url_words, label)
         with closing(open_existing(baseline)) as db:
-            apprentice.model.fit(features, scores, parents, sources, median_score(db))
+            apprentice.model.fit(features, scores, parents, sources, median_score(Queries(db)))
 
     return Parts(apprentice=teach)
 
@@ -77,7 +77,7 @@ class _VisitedOnly:
 def _baseline_pages_only(is_relevant, baseline: Path) -> Parts:
     """The crawl may fetch only what the baseline fetched: the same pages in its own order."""
     with closing(open_existing(baseline)) as db:
-        visited = queries.visited_urls(db)
+        visited = Queries(db).visited_urls()
     return Parts(rules=lambda rules: _VisitedOnly(rules, visited))
 
 

@@ -24,7 +24,7 @@ from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
 from focuscrawl.learn import Critic
-from focuscrawl.store import CrawlDir, queries
+from focuscrawl.store import CrawlDir, Queries, meta_of, read_only
 from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
@@ -169,8 +169,8 @@ def fetched_pages(directory: Path, is_relevant, target_of, jury: Jury | None = N
     """HTML pages in fetch order with their truth, critic score and jury verdict; and pages/s.
     ``target_of(url)``: the target page a URL reaches, or None; a target reached again under
     another URL (a redirect, ``dir/`` and ``dir/index.html``) counts once for recall."""
-    with closing(queries.read_only(directory)) as db:
-        rows = queries.fetched_documents(db)
+    with closing(read_only(directory)) as db:
+        rows = Queries(db).fetched_documents()
     if not rows:
         return [], 0.0
     texts = [text for *_, text in rows if text]
@@ -307,8 +307,8 @@ def _finished_with(directory: Path, config, baseline: Path | None = None) -> boo
     stopped instead of crawling everything again."""
     try:
         stored = load_config(CrawlDir(directory).config)
-        meta = queries.meta_of(directory)
-        if baseline is not None and not float(meta["created_at"]) > float(queries.meta_of(baseline)["stopped_at"]):
+        meta = meta_of(directory)
+        if baseline is not None and not float(meta["created_at"]) > float(meta_of(baseline)["stopped_at"]):
             return False
     except (ConfigError, sqlite3.Error, OSError, KeyError, ValueError):
         return False
@@ -323,8 +323,8 @@ def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float
     """BINGO! Table 2.3's idea: of the ``count`` fetched pages the crawl's final critic is surest
     of (its saved model re-scores every page; without one, the scores stored), the share that is
     truly relevant."""
-    with closing(queries.read_only(directory)) as db:
-        rows = queries.judged_originals(db)
+    with closing(read_only(directory)) as db:
+        rows = Queries(db).judged_originals()
     if not rows:
         return None
     critic = crawl_critic(directory)

@@ -1,13 +1,15 @@
 """The store owns the crawl directory and every table of its database: the repository
-(fetches, documents, links, models, logs; :mod:`.repository`), the frontier's SQLite backend
-(:mod:`.frontier`) and the file layout. Nothing else opens the database."""
+(fetches, documents, links, models, logs; :mod:`.repository`), the queries of the learning
+loops and the tools (:mod:`.queries`), the frontier's SQLite backend (:mod:`.frontier`) and the
+file layout (:mod:`.layout`). Nothing else opens the database."""
 
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
-from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, Repository, Store, WarcArchive, content_hash, crawl_status,
-                                         export_rows, fetch_counts, open_existing)
+from focuscrawl.store.queries import Queries, meta_of, read_only
+from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, Repository, Store, WarcArchive, content_hash,
+                                         crawl_status, export_rows, open_existing)
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED, transaction, upgrade_schema
 
-__all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "Repository", "SqliteFrontier", "Store",
-           "WarcArchive", "content_hash", "crawl_status", "export_rows", "fetch_counts", "open_existing",
-           "transaction", "upgrade_schema"]
+__all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "Queries", "Repository",
+           "SqliteFrontier", "Store", "WarcArchive", "content_hash", "crawl_status", "export_rows", "meta_of",
+           "open_existing", "read_only", "transaction", "upgrade_schema"]

@@ -1,7 +1,8 @@
-"""What learners, analyses, evaluation and the benchmark read from a crawl database, and the
-bulk updates they make: the only SQL outside the crawl loop's own writes (:class:`Store`).
-Each takes an open connection (``Store.db`` during a crawl, ``open_existing`` or
-``read_only`` after it)."""
+"""The SQL the crawl's learning loops, link analysis, evaluation and the benchmark run on a
+crawl database, besides the page records of :class:`Store` and the frontier's own tables:
+reads, and the updates those loops make (the apprentice's vocabulary, re-judged scores, link
+scores, the adaptation's log). During a crawl, ``store.queries``; afterwards,
+``Queries(read_only(directory))``. A shared backend gives its own class of the same methods."""
 
 from __future__ import annotations
 
@@ -23,214 +24,201 @@ def read_only(directory: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{CrawlDir(directory).database}?mode=ro", uri=True)
 
 
-def meta(db: sqlite3.Connection) -> dict[str, str]:
-    return dict(db.execute("SELECT key, value FROM meta"))
-
-
 def meta_of(directory: Path) -> dict[str, str]:
     with closing(read_only(directory)) as db:
-        return meta(db)
+        return Queries(db).meta()
 
 
-# -- pages and their scores --------------------------------------------------------------------
+class Queries:
+    """The SQLite backend's queries on one crawl database. A crawl's parts reach them as
+    ``store.queries``; tools open a database and wrap it (``Queries(read_only(directory))``)."""
 
-def seed_urls(db: sqlite3.Connection) -> list[str]:
-    """The URLs a crawl started from (crawls made before the seeds were kept in ``meta``)."""
-    return [url for (url,) in db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
 
+    def meta(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT key, value FROM meta"))
 
-def recent_relevance(db: sqlite3.Connection, count: int) -> list[float]:
-    """The critic's scores of the last ``count`` pages judged, oldest first."""
-    return [r for (r,) in db.execute(
-        "SELECT relevance FROM (SELECT d.relevance, d.fetch_id FROM documents d WHERE d.relevance IS NOT NULL"
-        " ORDER BY d.fetch_id DESC LIMIT ?) ORDER BY fetch_id", (count,))]
+    # -- pages and their scores ---------------------------------------------------------------------
 
+    def seed_urls(self) -> list[str]:
+        """The URLs a crawl started from (crawls made before the seeds were kept in ``meta``)."""
+        return [url for (url,) in self.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
 
-def count_relevant(db: sqlite3.Connection, threshold: float) -> int:
-    return db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?", (threshold,)).fetchone()[0]
+    def recent_relevance(self, count: int) -> list[float]:
+        """The critic's scores of the last ``count`` pages judged, oldest first."""
+        return [r for (r,) in self.db.execute(
+            "SELECT relevance FROM (SELECT d.relevance, d.fetch_id FROM documents d WHERE d.relevance IS NOT NULL"
+            " ORDER BY d.fetch_id DESC LIMIT ?) ORDER BY fetch_id", (count,))]
 
+    def count_relevant(self, threshold: float) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?", (threshold,)).fetchone()[0]
 
-def median_relevance(db: sqlite3.Connection) -> float | None:
-    """The median critic score of the pages judged so far (None before the first)."""
-    count = db.execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
-    if not count:
-        return None
-    return float(db.execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance"
-                            " LIMIT 1 OFFSET ?", (count // 2,)).fetchone()[0])
+    def median_relevance(self) -> float | None:
+        """The median critic score of the pages judged so far (None before the first)."""
+        count = self.db.execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
+        if not count:
+            return None
+        return float(self.db.execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance"
+                                " LIMIT 1 OFFSET ?", (count // 2,)).fetchone()[0])
 
+    def confident_pages(self, threshold: float, topic: str) -> dict[int, float]:
+        """url id -> confidence of the pages accepted into ``topic`` ("" for a crawl's one topic):
+        Pr(relevant) for a two-class critic, eq. 2.22's confidence for a taxonomy."""
+        return dict(self.db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
+                               " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (threshold, topic)))
 
-def confident_pages(db: sqlite3.Connection, threshold: float, topic: str) -> dict[int, float]:
-    """url id -> confidence of the pages accepted into ``topic`` ("" for a crawl's one topic):
-    Pr(relevant) for a two-class critic, eq. 2.22's confidence for a taxonomy."""
-    return dict(db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
-                           " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (threshold, topic)))
+    def texts_by_score(self, count: int, best: bool = False, below: float = 1.0) -> list[str]:
+        """The texts of the ``count`` judged pages scored lowest (or highest), of those scored at most ``below``."""
+        order = "DESC" if best else "ASC"
+        return [t for (t,) in self.db.execute(
+            "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= ? AND text != ''"
+            f" ORDER BY relevance {order}, url_id LIMIT ?", (below, count))]
 
+    def judged_texts(self) -> list[tuple[int, str]]:
+        return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
 
-def texts_by_score(db: sqlite3.Connection, count: int, best: bool = False, below: float = 1.0) -> list[str]:
-    """The texts of the ``count`` judged pages scored lowest (or highest), of those scored at most ``below``."""
-    order = "DESC" if best else "ASC"
-    return [t for (t,) in db.execute(
-        "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= ? AND text != ''"
-        f" ORDER BY relevance {order}, url_id LIMIT ?", (below, count))]
+    def set_relevance(self, rows: Iterable[tuple[float, int]]) -> None:
+        """New critic scores given as (relevance, url id)."""
+        self.db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?", rows)
 
+    def relevance_by_url(self) -> dict[str, float]:
+        """The critic's score of every judged page, by the URL asked for and the URL a redirect ended at."""
+        return dict(self.db.execute(
+            "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
+            " UNION ALL SELECT f.final_url, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
+            " WHERE d.relevance IS NOT NULL"))
 
-def judged_texts(db: sqlite3.Connection) -> list[tuple[int, str]]:
-    return db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+    def path_step(self, url_id: int) -> tuple[int | None, int, float | None, str | None]:
+        """(parent id, depth, relevance, topic) of a URL: one step up the path that found it."""
+        return self.db.execute("SELECT u.parent_id, u.depth, d.relevance, d.topic FROM urls u"
+                          " LEFT JOIN documents d ON d.url_id = u.id WHERE u.id = ?", (url_id,)).fetchone()
 
+    def fetched_documents(self) -> list[tuple[str, float | None, float, str | None]]:
+        """(final URL, relevance, fetched at, text) of every stored page in fetch order."""
+        return self.db.execute("SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f"
+                          " JOIN documents d ON d.fetch_id = f.id ORDER BY f.id").fetchall()
 
-def set_relevance(db: sqlite3.Connection, rows: Iterable[tuple[float, int]]) -> None:
-    """New critic scores given as (relevance, url id)."""
-    db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?", rows)
+    def judged_originals(self) -> list[tuple[str, str | None, float]]:
+        """(final URL, text, relevance) of every judged page that is not a duplicate."""
+        return self.db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
+                          " WHERE d.relevance IS NOT NULL AND d.duplicate_of IS NULL").fetchall()
 
+    def visited_urls(self) -> set[str]:
+        """Every URL the crawl asked for (refused ones included), as asked for and as a redirect ended."""
+        return {url for (url,) in self.db.execute(
+            "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
 
-def relevance_by_url(db: sqlite3.Connection) -> dict[str, float]:
-    """The critic's score of every judged page, by the URL asked for and the URL a redirect ended at."""
-    return dict(db.execute(
-        "SELECT u.url, d.relevance FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance IS NOT NULL"
-        " UNION ALL SELECT f.final_url, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
-        " WHERE d.relevance IS NOT NULL"))
+    def fetch_counts(self) -> tuple[int, int, int, int]:
+        """Responses received, errors, URLs refused by our own rules (neither of the first two: not
+        fetches), and attempts in all."""
+        fetched, errors, refused, attempts = self.db.execute(
+            "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END),"
+            " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
+        return fetched, errors, int(refused), attempts
 
+    def fetch_summary(self) -> tuple[list[str], float, float, int]:
+        """(URLs answered 200, first fetch start, last fetch end, fetches) for the benchmark."""
+        urls = [url for (url,) in self.db.execute("SELECT final_url FROM fetches WHERE status = 200")]
+        first, last, fetched = self.db.execute("SELECT MIN(fetched_at), MAX(fetched_at + seconds), COUNT(*) FROM fetches").fetchone()
+        return urls, first, last, fetched
 
-def path_step(db: sqlite3.Connection, url_id: int) -> tuple[int | None, int, float | None, str | None]:
-    """(parent id, depth, relevance, topic) of a URL: one step up the path that found it."""
-    return db.execute("SELECT u.parent_id, u.depth, d.relevance, d.topic FROM urls u"
-                      " LEFT JOIN documents d ON d.url_id = u.id WHERE u.id = ?", (url_id,)).fetchone()
+    # -- the frontier seen from its parents ---------------------------------------------------------
 
+    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
+                     " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
+                     " LEFT JOIN link_clusters c ON c.parent_id = u.parent_id")
 
-def fetched_documents(db: sqlite3.Connection) -> list[tuple[str, float | None, float, str | None]]:
-    """(final URL, relevance, fetched at, text) of every stored page in fetch order."""
-    return db.execute("SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f"
-                      " JOIN documents d ON d.fetch_id = f.id ORDER BY f.id").fetchall()
+    def queued_with_parents(self, below: float) -> list[tuple]:
+        """(id, depth, url, parent's relevance, parent's priority, link cluster factor) of the queued
+        URLs not reached by tunnelling whose priority is below ``below`` (not promoted to the head)."""
+        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.tunnel = 0 AND u.priority < ?", (QUEUED, below)).fetchall()
 
+    def skipped_with_parents(self, reason: str) -> list[tuple]:
+        """As :func:`queued_with_parents`, of the URLs skipped for ``reason``."""
+        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.skip_reason = ?", (SKIPPED, reason)).fetchall()
 
-def judged_originals(db: sqlite3.Connection) -> list[tuple[str, str | None, float]]:
-    """(final URL, text, relevance) of every judged page that is not a duplicate."""
-    return db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
-                      " WHERE d.relevance IS NOT NULL AND d.duplicate_of IS NULL").fetchall()
+    def queued_parent_scores(self) -> list[float]:
+        """The critic's score of the page each queued URL was found on."""
+        return [p for (p,) in self.db.execute(
+            "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
 
+    def queued_link_instances(self) -> list[tuple[int, bytes, float]]:
+        """(target id, apprentice features, source page's score) of every distinct link to a queued URL."""
+        return self.db.execute("SELECT lf.target_id, lf.features, lf.parent_score FROM link_features lf JOIN urls u ON"
+                          " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
 
-def visited_urls(db: sqlite3.Connection) -> set[str]:
-    """Every URL the crawl asked for (refused ones included), as asked for and as a redirect ended."""
-    return {url for (url,) in db.execute(
-        "SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id UNION SELECT final_url FROM fetches")}
+    def followed_links(self, source_id: int) -> list[int]:
+        """The URL ids a page links to, nofollow links left out."""
+        return [target for (target,) in self.db.execute("SELECT target_id FROM links WHERE source_id = ? AND nofollow = 0",
+                                                   (source_id,))]
 
+    def load_model(self, name: str) -> bytes | None:
+        """A learner saved in the crawl (the apprentice)."""
+        row = self.db.execute("SELECT data FROM models WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
 
-def fetch_summary(db: sqlite3.Connection) -> tuple[list[str], float, float, int]:
-    """(URLs answered 200, first fetch start, last fetch end, fetches) for the benchmark."""
-    urls = [url for (url,) in db.execute("SELECT final_url FROM fetches WHERE status = 200")]
-    first, last, fetched = db.execute("SELECT MIN(fetched_at), MAX(fetched_at + seconds), COUNT(*) FROM fetches").fetchone()
-    return urls, first, last, fetched
+    # -- the apprentice's vocabulary ----------------------------------------------------------------
 
+    def apprentice_terms(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT term, id FROM apprentice_terms"))
 
-# -- the frontier seen from its parents ----------------------------------------------------------
+    def add_apprentice_terms(self, rows: list[tuple[str, int]]) -> None:
+        self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", rows)
 
-_WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
-                 " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
-                 " LEFT JOIN link_clusters c ON c.parent_id = u.parent_id")
+    # -- link analysis ------------------------------------------------------------------------------
 
+    def crawl_topics(self) -> list[str]:
+        """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
+        topics = [t for (t,) in self.db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
+        return topics or [""]
 
-def queued_with_parents(db: sqlite3.Connection, below: float) -> list[tuple]:
-    """(id, depth, url, parent's relevance, parent's priority, link cluster factor) of the queued
-    URLs not reached by tunnelling whose priority is below ``below`` (not promoted to the head)."""
-    return db.execute(f"{_WITH_PARENTS} WHERE u.state = ? AND u.tunnel = 0 AND u.priority < ?", (QUEUED, below)).fetchall()
+    def base_set(self, topic: str, threshold: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[str, str, float | None]]]:
+        """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
+        at least ``threshold`` (into the topic or one of its subtopics; the root set), their
+        successors and their known predecessors. Returns (base set's URL ids, root set's, edges as
+        (source, target) id pairs, id -> (url, host, relevance))."""
+        where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
+        arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
+        for table in ("root_set", "base_set"):
+            self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            self.db.execute(f"DELETE FROM {table}")
+        self.db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
+        self.db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
+                   " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
+                   " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
+                   " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
+        url_ids = np.array([i for (i,) in self.db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
+        root = np.array([i for (i,) in self.db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
+        pairs = np.array(self.db.execute(
+            "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
+            " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
+            dtype=np.int64).reshape(-1, 2)
+        info = {i: (url, host, relevance) for i, url, host, relevance in self.db.execute(
+            "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
+            " LEFT JOIN documents d ON d.url_id = u.id")}
+        return url_ids, root, pairs, info
 
+    def save_link_scores(self, topic: str, url_ids: list[int], columns: dict[str, list[float]]) -> None:
+        """Replace the topic's stored scores; ``columns``: hub, authority, pagerank and
+        confidence_pagerank, each per URL id (call inside a transaction)."""
+        self.db.execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
+        now = time.time()
+        self.db.executemany(
+            "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            zip([topic] * len(url_ids), url_ids, columns["hub"], columns["authority"], columns["pagerank"],
+                columns["confidence_pagerank"], [now] * len(url_ids)))
 
-def skipped_with_parents(db: sqlite3.Connection, reason: str) -> list[tuple]:
-    """As :func:`queued_with_parents`, of the URLs skipped for ``reason``."""
-    return db.execute(f"{_WITH_PARENTS} WHERE u.state = ? AND u.skip_reason = ?", (SKIPPED, reason)).fetchall()
+    # -- adaptation's log ---------------------------------------------------------------------------
 
+    def log_adaptation(self, pages: int, kind: str, detail: dict) -> int:
+        """Record a step of the adaptation (inside a transaction); returns its id."""
+        return self.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (?, ?, ?, ?)",
+                          (pages, kind, json.dumps(detail), time.time())).lastrowid
 
-def queued_parent_scores(db: sqlite3.Connection) -> list[float]:
-    """The critic's score of the page each queued URL was found on."""
-    return [p for (p,) in db.execute(
-        "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
-
-
-def queued_link_instances(db: sqlite3.Connection) -> list[tuple[int, bytes, float]]:
-    """(target id, apprentice features, source page's score) of every distinct link to a queued URL."""
-    return db.execute("SELECT lf.target_id, lf.features, lf.parent_score FROM link_features lf JOIN urls u ON"
-                      " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
-
-
-def followed_links(db: sqlite3.Connection, source_id: int) -> list[int]:
-    """The URL ids a page links to, nofollow links left out."""
-    return [target for (target,) in db.execute("SELECT target_id FROM links WHERE source_id = ? AND nofollow = 0",
-                                               (source_id,))]
-
-
-def load_model(db: sqlite3.Connection, name: str) -> bytes | None:
-    """A learner saved in the crawl (the apprentice)."""
-    row = db.execute("SELECT data FROM models WHERE name = ?", (name,)).fetchone()
-    return row[0] if row else None
-
-
-# -- the apprentice's vocabulary -------------------------------------------------------------------
-
-def apprentice_terms(db: sqlite3.Connection) -> dict[str, int]:
-    return dict(db.execute("SELECT term, id FROM apprentice_terms"))
-
-
-def add_apprentice_terms(db: sqlite3.Connection, rows: list[tuple[str, int]]) -> None:
-    db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", rows)
-
-
-# -- link analysis ---------------------------------------------------------------------------------
-
-def crawl_topics(db: sqlite3.Connection) -> list[str]:
-    """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
-    topics = [t for (t,) in db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
-    return topics or [""]
-
-
-def base_set(db: sqlite3.Connection, topic: str, threshold: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[str, str, float | None]]]:
-    """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
-    at least ``threshold`` (into the topic or one of its subtopics; the root set), their
-    successors and their known predecessors. Returns (base set's URL ids, root set's, edges as
-    (source, target) id pairs, id -> (url, host, relevance))."""
-    where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
-    arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
-    for table in ("root_set", "base_set"):
-        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
-        db.execute(f"DELETE FROM {table}")
-    db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
-    db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
-               " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
-               " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
-               " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
-    url_ids = np.array([i for (i,) in db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
-    root = np.array([i for (i,) in db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
-    pairs = np.array(db.execute(
-        "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
-        " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
-        dtype=np.int64).reshape(-1, 2)
-    info = {i: (url, host, relevance) for i, url, host, relevance in db.execute(
-        "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
-        " LEFT JOIN documents d ON d.url_id = u.id")}
-    return url_ids, root, pairs, info
-
-
-def save_link_scores(db: sqlite3.Connection, topic: str, url_ids: list[int], columns: dict[str, list[float]]) -> None:
-    """Replace the topic's stored scores; ``columns``: hub, authority, pagerank and
-    confidence_pagerank, each per URL id (call inside a transaction)."""
-    db.execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
-    now = time.time()
-    db.executemany(
-        "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        zip([topic] * len(url_ids), url_ids, columns["hub"], columns["authority"], columns["pagerank"],
-            columns["confidence_pagerank"], [now] * len(url_ids)))
-
-
-# -- adaptation's log ------------------------------------------------------------------------------
-
-def log_adaptation(db: sqlite3.Connection, pages: int, kind: str, detail: dict) -> int:
-    """Record a step of the adaptation (inside a transaction); returns its id."""
-    return db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (?, ?, ?, ?)",
-                      (pages, kind, json.dumps(detail), time.time())).lastrowid
-
-
-def add_to_adaptation(db: sqlite3.Connection, step: int, **detail) -> None:
-    """Add to a recorded step's detail (the harvest rate measured after it)."""
-    (stored,) = db.execute("SELECT detail FROM adaptations WHERE id = ?", (step,)).fetchone()
-    db.execute("UPDATE adaptations SET detail = ? WHERE id = ?", (json.dumps({**json.loads(stored), **detail}), step))
+    def add_to_adaptation(self, step: int, **detail) -> None:
+        """Add to a recorded step's detail (the harvest rate measured after it)."""
+        (stored,) = self.db.execute("SELECT detail FROM adaptations WHERE id = ?", (step,)).fetchone()
+        self.db.execute("UPDATE adaptations SET detail = ? WHERE id = ?", (json.dumps({**json.loads(stored), **detail}), step))

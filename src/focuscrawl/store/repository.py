@@ -19,7 +19,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from focuscrawl.fetch.http import Response
-from focuscrawl.store import queries
+from focuscrawl.frontier import Frontier
+from focuscrawl.store.frontier import SqliteFrontier
+from focuscrawl.store.queries import Queries
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
 
@@ -61,7 +63,9 @@ class Repository(Protocol):
     of this shape (with its own :mod:`.queries`), not an edit of the crawl loop."""
 
     files: CrawlDir
-    db: Any  # the backend's connection, handed to its queries and its frontier
+    queries: Any  # the backend's queries (:class:`.queries.Queries` for SQLite)
+
+    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
 
     def transaction(self) -> AbstractContextManager: ...
     def get_meta(self, key: str, default: str | None = None) -> str | None: ...
@@ -98,9 +102,14 @@ class Store:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_directory(self.directory)
         self.db = connect(self.files.database)
+        self.queries = Queries(self.db)
         upgrade_schema(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes) if warc else None
         self.harvest_log = open(self.files.harvest_log, "a", encoding="utf-8")
+
+    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
+        """The frontier of this crawl, on its database."""
+        return SqliteFrontier(self.db, hosts, order, band, link_clusters)
 
     def close(self) -> None:
         if self.warc:
@@ -258,7 +267,7 @@ class Store:
         self.db.execute("INSERT OR REPLACE INTO models (name, data) VALUES (?, ?)", (name, data))
 
     def load_model(self, name: str) -> bytes | None:
-        return queries.load_model(self.db, name)
+        return self.queries.load_model(name)
 
     def record_sitemaps(self, origin: str, urls: list[str]) -> None:
         self.db.executemany("INSERT OR IGNORE INTO sitemaps (origin, url) VALUES (?, ?)", [(origin, u) for u in urls])
@@ -353,22 +362,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def fetch_counts(db: sqlite3.Connection) -> tuple[int, int, int, int]:
-    """Responses received, errors, URLs refused by our own rules (neither of the first two: not
-    fetches), and attempts in all."""
-    fetched, errors, refused, attempts = db.execute(
-        "SELECT COUNT(CASE WHEN NOT refused THEN status END), COUNT(CASE WHEN NOT refused THEN error END),"
-        " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
-    return fetched, errors, int(refused), attempts
-
-
 def crawl_status(db: sqlite3.Connection) -> dict:
     """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
     meta = dict(db.execute("SELECT key, value FROM meta"))
     state = meta.get("state", "new")
     if state == "running" and not _pid_alive(int(meta.get("pid", 0) or 0)):
         state = "stopped"
-    fetched, errors, refused, attempts = fetch_counts(db)
+    fetched, errors, refused, attempts = Queries(db).fetch_counts()
     stored, harvest, relevant, duplicates = db.execute(
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
