@@ -21,7 +21,6 @@ from pathlib import Path
 
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
-
 from focuscrawl.store import QUEUED, SqliteFrontier, Store
 
 

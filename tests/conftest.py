@@ -86,7 +86,6 @@ def fast_config(**overrides):
     return validate_config(data, "test")
 
 
-
 @pytest.fixture
 def make_config():
     return fast_config

@@ -62,6 +62,12 @@ def test_every_critic_scores_texts_as_it_judges_pages(critic):
                                         critic.judge(_page(OFF_TOPIC)).relevance], rtol=1e-9)
 
 
+def test_every_critic_judges_stored_texts_as_it_judges_pages(critic):
+    for judged, text in zip(critic.judge_texts([ON_TOPIC, OFF_TOPIC]), [ON_TOPIC, OFF_TOPIC]):
+        live = critic.judge(_page(text))
+        assert (judged.relevance, judged.topic) == (pytest.approx(live.relevance), live.topic)
+
+
 def test_every_critic_survives_a_save_with_its_learnt_state(critic, tmp_path):
     critic.save(tmp_path / "model.pkl")
     loaded = type(critic).load(tmp_path / "model.pkl")
@@ -124,7 +130,7 @@ def test_an_apprentice_saved_before_the_names_ended_in_an_underscore_still_loads
 
 def test_the_crawls_critic_lives_in_its_database_and_older_crawls_keep_theirs_in_models(tmp_path):
     from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
-    from focuscrawl.store import CrawlDir, Store
+    from focuscrawl.store import CrawlDir, Store, upgrade_schema
 
     store = Store(tmp_path / "old")
     assert crawl_critic(tmp_path / "old") is None
@@ -132,6 +138,9 @@ def test_the_crawls_critic_lives_in_its_database_and_older_crawls_keep_theirs_in
     CrawlDir(tmp_path / "old").models.mkdir()
     legacy.save(CrawlDir(tmp_path / "old").legacy_critics[0])
     np.testing.assert_allclose(crawl_critic(tmp_path / "old").predict_proba([ON_TOPIC]), legacy.predict_proba([ON_TOPIC]))
+    store.db.execute("DROP TABLE models")  # a crawl made before the table existed
+    assert crawl_critic(tmp_path / "old").predict_proba([ON_TOPIC]) == pytest.approx(legacy.predict_proba([ON_TOPIC]))
+    upgrade_schema(store.db)
     store.save_model(CRITIC_MODEL, pickle.dumps(_taxonomy()))
     assert isinstance(crawl_critic(tmp_path / "old"), TaxonomyModel)  # the database's wins
     store.close()

@@ -515,11 +515,12 @@ def test_judged_texts_leave_out_unjudged_pages_and_pages_without_text(store):
     assert store.queries.judged_texts() == [(judged, "judged")]
 
 
-def test_set_relevance_replaces_scores_by_url_id(store):
+def test_set_judgements_replaces_scores_topics_and_confidences_by_url_id(store):
     first, second = page(store, "http://a.test/1", 0.4), page(store, "http://a.test/2", 0.6)
     with store.transaction():
-        store.queries.set_relevance([(0.9, first), (0.1, second)])
+        store.queries.set_judgements([(0.9, "Root/Chess", 1.5, first), (0.1, None, None, second)])
     assert store.relevance_of(["http://a.test/1", "http://a.test/2"]) == {"http://a.test/1": 0.9, "http://a.test/2": 0.1}
+    assert store.topic_counts() == {"Root/Chess": 1}
 
 
 def test_relevance_by_url_has_both_the_url_asked_for_and_where_it_redirected(store):

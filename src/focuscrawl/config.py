@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from focuscrawl.text import Analyzer
 
 
-
 Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "svm-poly2", "svm-poly3",
                      "nn-2", "nn-4", "nn-16"]  # the learners of Pant §4 (make_classifier builds them)
 

@@ -25,7 +25,7 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus, reclassify
-from focuscrawl.frontier import Frontier, Item
+from focuscrawl.frontier import Discovered, Frontier, Item
 from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
@@ -112,7 +112,7 @@ class Parts:
     """Parts a crawl is built with in place of those its configuration makes: evaluation's
     references (a critic or a link priority that knows the truth) and variants (rules that keep
     to a baseline's pages, labels for the apprentice's instances, an apprentice trained first).
-    They are not saved: a resumed crawl is built from its configuration."""
+    A resumed crawl is built from its configuration alone (a taught apprentice was saved with it)."""
 
     critic: object | None = None  # anything with judge(page) -> Judgement
     strategy: Callable | None = None  # (parent relevance, depth, url, parent priority) -> priority, in every phase
@@ -186,12 +186,15 @@ class Crawler:
         expand(config.topic.negative, "topic.negative")
         directory.mkdir(parents=True, exist_ok=True)
         dump_config(config, CrawlDir(directory).config)
+        if parts and parts.apprentice and config.strategy != "apprentice":
+            raise ConfigError("strategy: an apprentice to teach needs strategy: apprentice")
         crawler = cls(directory, config, parts)
-        if parts and parts.apprentice and crawler.apprentice:
+        if parts and parts.apprentice:
             parts.apprentice(crawler.apprentice)
             crawler.apprentice.save()  # a resumed crawl goes on with it
         with crawler.store.transaction():
-            crawler.frontier.add([(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds], 0, None)
+            crawler.frontier.add([Discovered(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds],
+                                 0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase,
                                    seeds=json.dumps(seeds))
         crawler.seeds = seeds
@@ -340,7 +343,7 @@ class Crawler:
         with self.store.transaction():
             self.store.record_fetch(item.url_id, item.depth, item.parent_id, failed)
             self.frontier.finish(item)
-        self.progress.count(failed, None, None)
+        self.pages.count(failed, None, None)
 
     def set_phase(self, name: str) -> None:
         """The crawl policy of a phase ("crawl" when there are none, "learning", "harvesting")."""
@@ -353,6 +356,7 @@ class Crawler:
         """Every stored page judged again by the current critic (a retrained one)."""
         judged = reclassify(self.store, self.frontier, self.critic, self.focus, from_parents=self.apprentice is None)
         self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
+        self.progress.topics = self.store.topic_counts()
         return judged
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:

@@ -100,7 +100,6 @@ def path_class(queries, item: Item) -> str | None:
     return None
 
 
-
 class Focus:
     def __init__(self, config: CrawlConfig, phase: Phase):
         self.config = config
@@ -178,9 +177,11 @@ class CrawlControl(Protocol):
     """What the adaptation decides and the crawl loop carries out (the crawler is one)."""
 
     critic: Critic | TaxonomyModel | None
-    focus: Focus
     phase: str
     seeds: list[str]
+
+    @property
+    def focus(self) -> Focus: ...  # the current phase's
 
     def set_critic(self, critic) -> None: ...  # a retrained critic takes over (saved first)
     def set_phase(self, name: str) -> None: ...
@@ -398,9 +399,11 @@ class Adaptation:
         detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
                   "harvest_before": self.window_harvest()}
         try:
+            if not isinstance(self.control.critic, Critic):
+                raise ValueError("pseudo examples need a single topic's critic")
             pseudo = {f"pseudo:{i}": text for i, text in enumerate(positives)}
             self.control.set_critic(self.control.critic.refit({"": pseudo}, negatives))
-        except (AttributeError, ModelError, ValueError) as err:
+        except (ModelError, ValueError) as err:
             detail["error"] = str(err)
         self.pseudo_done = True
         self.last_trigger = self.frontier.done
@@ -433,8 +436,8 @@ def reclassify(store, frontier: Frontier, critic, focus: Focus, from_parents: bo
     with store.transaction():
         for start in range(0, len(rows), 500):
             chunk = rows[start:start + 500]
-            scores = critic.predict_proba([text for _, text in chunk])
-            queries.set_relevance([(float(r), url_id) for r, (url_id, _) in zip(scores, chunk)])
+            judged = critic.judge_texts([text for _, text in chunk])
+            queries.set_judgements([(j.relevance, j.topic, j.confidence, url_id) for j, (url_id, _) in zip(judged, chunk)])
         if from_parents:
             store.set_priorities(focus.priorities(queries.queued_with_parents(HEAD / 2)))
     frontier.resync()

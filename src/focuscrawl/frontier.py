@@ -93,7 +93,6 @@ class Item:
     queue: str = ""
 
 
-
 class Frontier(Protocol):
     """What the crawl asks of a frontier: the seen set and the queue of every discovered URL,
     handed out in priority order as politeness allows. The SQLite backend is

@@ -346,7 +346,8 @@ class Critic:
         topic's as positives: BINGO!'s archetypes, Pant's pseudo examples) and ``negatives``;
         feature selection, when configured, runs again. The new critic remembers the same
         originals, so archetypes are replaced at the next retraining, not piled up — unless
-        ``keep``: then they join the originals (the training basis of the learning phase, §2.5.3)."""
+        ``keep``: then they join the originals (the training basis of the learning phase, §2.5.3).
+        ``warn`` is a taxonomy's (topics it cannot train); a single topic's critic has nothing to say."""
         if not hasattr(self, "examples_"):
             raise ModelError("this critic was saved without its training examples; it cannot be retrained")
         originals = self.examples_
@@ -406,6 +407,10 @@ class Critic:
             return margin if self.positive_column_ == 1 else -margin
         p = np.clip(self.predict_proba(texts), 1e-12, 1 - 1e-12)
         return np.log(p) - np.log1p(-p)
+
+    def judge_texts(self, texts: list[str]) -> list[Judgement]:
+        """Stored pages judged again (no preview: their leaves are not kept)."""
+        return [Judgement(float(p)) for p in self.predict_proba(texts)]
 
     def judge(self, page) -> Judgement:
         """What the crawler calls (a relevant page also gets its preview); reference critics used

@@ -94,9 +94,7 @@ class PagePipeline:
         self._lap("store", clock)
         if self.apprentice is not None:
             self.apprentice.after_page()
-        self.progress.count(response, relevance, judgement.topic if judgement else None)
-        if self.frontier.done % self.config.harvest_log_every == 0:
-            self.store.log_harvest(self.progress.entry(self.frontier))
+        self.count(response, relevance, judgement.topic if judgement else None)
         if self.adaptation is not None and page is not None:
             try:
                 self.adaptation.after_page(relevance)
@@ -104,6 +102,12 @@ class PagePipeline:
                 log.exception("adaptation failed; the crawl goes on with the saved critic and phase")
         if response.error:
             log.info("%s: %s", item.url, response.error)
+
+    def count(self, response: Response, relevance: float | None, topic: str | None) -> None:
+        """A handled URL in the progress figures; every ``harvest_log_every`` pages, a log line."""
+        self.progress.count(response, relevance, topic)
+        if self.frontier.done % self.config.harvest_log_every == 0:
+            self.store.log_harvest(self.progress.entry(self.frontier))
 
     def _lap(self, stage: str, since: float) -> float:
         """Add the time since ``since`` to a stage of the per-page breakdown; returns now."""
@@ -150,8 +154,8 @@ class PagePipeline:
         priority, fetched when that host is ready; the link table keeps the edge (without
         anchor or leaf span)."""
         reason = self.rules.rejection(target) or self.focus.scope_rejection(host_of(target), item.depth)
-        (target_id,) = self.frontier.add([(target, host_of(target), item.priority, reason)], item.depth, item.url_id,
-                                         tunnel=item.tunnel, queue=item.queue)
+        redirect = Discovered(target, host_of(target), item.priority, reason)
+        (target_id,) = self.frontier.add([redirect], item.depth, item.url_id, tunnel=item.tunnel, queue=item.queue)
         if self.apprentice is not None:
             self.apprentice.retarget(item.url_id, target_id)
         self.store.record_links([(item.url_id, target_id, None, None, None, 0)])

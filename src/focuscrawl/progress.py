@@ -1,4 +1,4 @@
-"""What the live display, the harvest log and ``status`` show of a running crawl."""
+"""What the live display and the harvest log show of a running crawl."""
 
 from __future__ import annotations
 

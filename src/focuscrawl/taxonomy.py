@@ -16,6 +16,7 @@ indicator keywords, fewer than N_w of them — is not accepted there.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,8 +171,8 @@ class TaxonomyModel:
             if path in nodes:
                 nodes[path].positives += [url for url in pages if url not in nodes[path].positives]
                 texts.update(pages)
-        extra = {f"negative:{i}": text for i, text in enumerate(negatives)}
-        root.negatives += list(extra)
+        extra = {f"negative:{hashlib.md5(text.encode()).hexdigest()}": text for text in negatives}
+        root.negatives += [key for key in extra if key not in root.negatives]
         texts.update(extra)
         model = TaxonomyModel(**self.options()).fit(root, texts, warn)
         if not keep:
@@ -256,6 +257,10 @@ class TaxonomyModel:
             node_path = best.path
         return Assignment(path[-1][0] if path else None, path[-1][1] if path else 0.0, relevance or 0.0, path)
 
+    def judge_texts(self, texts: list[str]) -> list[Judgement]:
+        """Stored pages judged again: relevance, topic and confidence (no preview)."""
+        return [Judgement(a.relevance, a.topic, a.confidence) for a in map(self.assign, texts)]
+
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         """Pr(in the taxonomy's topics) of each text, as :meth:`judge` gives it (re-judging stored pages)."""
         return np.array([self.assign(text).relevance for text in texts])
@@ -295,8 +300,6 @@ class TaxonomyModel:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.analyzer = Analyzer(self.language, self.stem)
-
-
 
 
 def render_tree(root: Node, model: TaxonomyModel | None = None, features: int = 0) -> str:

@@ -127,7 +127,7 @@ def _priorities(db, apprentice: Apprentice | None) -> dict | None:
 
 def apprentice_report(directory: Path, out: Path | None = None) -> dict:
     directory = Path(directory)
-    out = Path(out or directory / "apprentice-report")
+    out = Path(out or CrawlDir(directory).apprentice_report)
     out.mkdir(parents=True, exist_ok=True)
     config = load_config(CrawlDir(directory).config)
     features, labels, held_out = _instances(directory, Analyzer(config.text.language, config.text.stem))

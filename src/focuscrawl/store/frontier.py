@@ -10,10 +10,11 @@ import sqlite3
 import time
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Item, Seen
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
 from focuscrawl.store.clusters import LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
+
 
 class SqliteFrontier:
     """One queue (""), or BINGO!'s sub-queue per topic, served round-robin so that one topic's
@@ -49,7 +50,7 @@ class SqliteFrontier:
 
     # -- discovery ---------------------------------------------------------------------------
 
-    def add(self, found: list[tuple[str, str, float, str | None]], depth: int, parent_id: int | None,
+    def add(self, found: list[Discovered], depth: int, parent_id: int | None,
             known: dict[str, Seen] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
@@ -112,7 +113,7 @@ class SqliteFrontier:
         """A redirect's final URL has been fetched too: never queue it again."""
         row = self.db.execute("SELECT id, state FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:
-            self.add([(url, host, 0.0, "fetched as a redirect target")], depth, parent_id)
+            self.add([Discovered(url, host, 0.0, "fetched as a redirect target")], depth, parent_id)
         elif row[1] in (QUEUED, SKIPPED):
             self.db.execute("UPDATE urls SET state = ?, skip_reason = 'fetched as a redirect target' WHERE id = ?", (DONE, row[0]))
             self.size -= row[1] == QUEUED

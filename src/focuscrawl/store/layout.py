@@ -2,7 +2,7 @@
 
     config.yml      the validated configuration the crawl runs with
     crawl.db        SQLite (WAL): urls (seen set + frontier), fetches, documents, links, hosts, and the
-                    models (the critic, the apprentice), saved in the transactions that use them
+                    models (the critic the crawl judges with, the apprentice)
     crawl.lock      held by the one process crawling the directory
     warc/           request and response records, crawl-NNNNN.warc.gz
     harvest.jsonl   one line per N pages: pages so far and running harvest rate
@@ -54,6 +54,11 @@ class CrawlDir:
     @property
     def log(self) -> Path:
         return self.path / "crawl.log"
+
+    @property
+    def apprentice_report(self) -> Path:
+        """``evaluate apprentice-report``'s default output."""
+        return self.path / "apprentice-report"
 
     def exists(self) -> bool:
         """Whether a crawl was started here."""

@@ -78,9 +78,9 @@ class Queries:
     def judged_texts(self) -> list[tuple[int, str]]:
         return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
 
-    def set_relevance(self, rows: Iterable[tuple[float, int]]) -> None:
-        """New critic scores given as (relevance, url id)."""
-        self.db.executemany("UPDATE documents SET relevance = ? WHERE url_id = ?", rows)
+    def set_judgements(self, rows: Iterable[tuple[float, str | None, float | None, int]]) -> None:
+        """New judgements of stored pages, as (relevance, topic, confidence, url id)."""
+        self.db.executemany("UPDATE documents SET relevance = ?, topic = ?, confidence = ? WHERE url_id = ?", rows)
 
     def relevance_by_url(self) -> dict[str, float]:
         """The critic's score of every judged page, by the URL asked for and the URL a redirect ended at."""
@@ -154,7 +154,10 @@ class Queries:
                                                    (source_id,))]
 
     def load_model(self, name: str) -> bytes | None:
-        """A learner saved in the crawl (the apprentice)."""
+        """A learner saved with the crawl (the critic, the apprentice); None if there is none,
+        also in a crawl made before the table existed."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'models'").fetchone():
+            return None
         row = self.db.execute("SELECT data FROM models WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
 

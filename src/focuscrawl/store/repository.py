@@ -21,9 +21,10 @@ from warcio.warcwriter import WARCWriter
 from focuscrawl.fetch.http import Response
 from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
-from focuscrawl.store.queries import Queries
 from focuscrawl.store.layout import CrawlDir
+from focuscrawl.store.queries import Queries
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
+
 
 class CrawlDirError(ValueError):
     """A crawl directory that is missing or not one of ours."""
@@ -38,10 +39,13 @@ def open_existing(directory: Path) -> sqlite3.Connection:
     path = CrawlDir(directory).database
     if not path.is_file():
         raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+    db = None
     try:
         db = connect(path)
         db.execute("SELECT 1 FROM meta LIMIT 1")
     except sqlite3.DatabaseError as err:
+        if db is not None:
+            db.close()
         raise CrawlDirError(f"{path}: not a focuscrawl database: {err}") from None
     return db
 
