@@ -88,6 +88,7 @@ def test_every_critic_retrains_into_one_of_its_kind_and_keeps_its_originals(crit
 def test_the_reference_critic_judges_by_the_truth_of_the_url():
     oracle = OracleCritic(lambda url: url.endswith("/page"))
     assert oracle.judge(_page(OFF_TOPIC)).relevance == 1.0
+    assert oracle.refit({"": {"http://127.0.0.1/x": ON_TOPIC}}, [OFF_TOPIC]) is oracle
     assert OracleCritic(lambda url: False).judge(_page(ON_TOPIC)).relevance == 0.0
 
 

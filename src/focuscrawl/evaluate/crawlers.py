@@ -37,6 +37,13 @@ class OracleCritic:
     def judge(self, page) -> Judgement:
         return Judgement(1.0 if self.is_relevant(page.url) else 0.0)
 
+    def refit(self, archetypes: dict[str, dict[str, str]], negatives=(), keep: bool = False, warn=print) -> OracleCritic:
+        """The truth needs no retraining: every critic's signature, the same oracle."""
+        return self
+
+    def feature_space(self) -> set[str]:
+        return set()
+
 
 def _oracle_critic(is_relevant, baseline=None) -> Parts:
     return Parts(critic=OracleCritic(is_relevant))
