@@ -268,3 +268,21 @@ def test_one_process_at_a_time_per_crawl_directory(serve, make_config, tmp_path)
         Crawler.open(tmp_path / "c")
     asyncio.run(first.run())
     asyncio.run(Crawler.open(tmp_path / "c").run())
+
+
+def test_pages_judged_in_worker_processes_are_the_pages_judged_here(serve, make_config, tmp_path):
+    """fetch.processes moves parsing and judging into workers: one URL at a time, the crawl
+    fetches the same pages in the same order and stores the same scores and links."""
+    site = build_site(pages=200, hosts=2, seed=5)
+    server = serve(make_app(site))
+    stored = {}
+    for processes in (1, 3):
+        settings = make_config(seeds=["http://x/"], fetch={"concurrency": 1, "processes": processes})
+        config = topic_config(site, server.port, tmp_path / f"examples-{processes}", strategy="best-first",
+                              budget={"max_pages": 60}, **settings.model_dump(include={"politeness", "fetch"}))
+        db = crawl(config, tmp_path / f"crawl-{processes}")
+        stored[processes] = (
+            db.execute("SELECT u.url, round(d.relevance, 9), d.title FROM documents d JOIN urls u ON u.id = d.url_id"
+                       " JOIN fetches f ON f.id = d.fetch_id ORDER BY f.id").fetchall(),
+            db.execute("SELECT COUNT(*), SUM(leaf_start) FROM links").fetchone())
+    assert len(stored[1][0]) == 60 and stored[1] == stored[3]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import typer
@@ -47,15 +48,28 @@ def wait_for_requests(server, count: int, process: subprocess.Popen) -> None:
         time.sleep(0.01)
 
 
-def site_and_config(serve, tmp_path):
+def site_and_config(serve, tmp_path, processes: int = 1):
     site = build_site(pages=300, hosts=4, seed=5)
     server = serve(make_app(site))
     config = topic_config(site, server.port, tmp_path / "examples", topic="files", strategy="best-first",
                           budget={"max_pages": 10_000}, politeness={"min_interval": 0.03},
-                          fetch={"concurrency": CONCURRENCY, "loopback_only": True})
+                          fetch={"concurrency": CONCURRENCY, "loopback_only": True, "processes": processes})
     path = tmp_path / "crawl.yml"
     dump_config(config, path)
     return site, server, path
+
+
+def orphaned_workers() -> list[int]:
+    """Worker processes (multiprocessing's spawn) whose parent is gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"spawn_main" in (entry / "cmdline").read_bytes() \
+                    and "PPid:\t1\n" in (entry / "status").read_text():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def reachable_urls(site) -> set[str]:
@@ -80,9 +94,13 @@ def assert_complete_and_once(site, server, directory, in_flight_allowance: int) 
     assert len(repeated) <= in_flight_allowance and max(page_requests.values()) <= 2, repeated
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
-def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_path, signum):
-    site, server, config_path = site_and_config(serve, tmp_path)
+@pytest.mark.parametrize("signum, processes", [(signal.SIGKILL, 1), (signal.SIGTERM, 1), (signal.SIGINT, 1),
+                                               (signal.SIGKILL, 2), (signal.SIGTERM, 2)],
+                         ids=lambda value: value.name if isinstance(value, signal.Signals) else f"processes{value}")
+def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_path, signum, processes):
+    """With worker processes too (``fetch.processes``): a page judged in a worker but not yet
+    stored is in flight, fetched again on resume at most once."""
+    site, server, config_path = site_and_config(serve, tmp_path, processes)
     out = tmp_path / "crawl"
     process = start_crawl(config_path, out)
     wait_for_requests(server, 80, process)
@@ -96,6 +114,11 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["state"] == "finished"
     assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
+    if processes > 1:  # the killed crawl's workers do not outlive it
+        deadline = time.monotonic() + 5
+        while orphaned_workers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not orphaned_workers(), "a judging worker outlived its crawl"
 
 
 class FillingDisk:

@@ -67,7 +67,7 @@ async def _request_rate(urls: list[str], host_map: dict, concurrency: int = 64) 
 
 
 def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strategy: str = "best-first",
-          hosts: int = 8, directory: Path | None = None) -> dict:
+          hosts: int = 8, directory: Path | None = None, processes: int = 1) -> dict:
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
@@ -75,12 +75,13 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         if testweb:
             topics = yaml.safe_load((Path(testweb) / "topics.yml").read_text())["topics"]
             name, topic = next(iter(topics.items()))
-            data = crawl_config(topic, {"strategy": strategy}, pages, server.host_map, None, concurrency)
+            data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes}}, pages, server.host_map,
+                                None, concurrency)
             config = validate_config(data, f"bench on topic {name}")
         else:
             config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
                                   budget={"max_pages": pages}, politeness={"min_interval": 0.0},
-                                  fetch={"loopback_only": True, "concurrency": concurrency})
+                                  fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes})
         dump_config(config, work / "bench.yml")
         out = work / "crawl"
         crawler = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(work / "bench.yml"), "--out", str(out), "-q"],
@@ -110,6 +111,7 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         "server_cpu_seconds": round(server_cpu, 2),
         "server_requests_per_second": round(server_rate, 1),
         "concurrency": concurrency,
+        "processes": processes,
         "strategy": strategy,
         "directory": str(out),
     }

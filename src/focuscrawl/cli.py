@@ -118,6 +118,7 @@ def crawl(
     classifier: Optional[str] = typer.Option(None, "--classifier", help="a learner: " + ", ".join(LEARNERS)),
     taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="focus on every topic of a 'topics import' folder"),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
+    processes: Optional[int] = typer.Option(None, "--processes", help="processes sharing the per-page work (fetch.processes)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
 ) -> None:
     """Start a crawl from a config file, from flags, or from both (flags win)."""
@@ -141,6 +142,7 @@ def crawl(
         "classifier": classifier,
         "topic.taxonomy": str(taxonomy.resolve()) if taxonomy else None,
         "politeness.min_interval": delay,
+        "fetch.processes": processes,
     }
     for setting, value in overrides.items():
         if value is not None:
@@ -244,10 +246,11 @@ def bench_command(
     strategy: str = typer.Option("best-first", "--strategy"),
     hosts: int = typer.Option(8, "--hosts", help="hosts of the synthetic site"),
     out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
+    processes: int = typer.Option(1, "--processes", min=1, help="worker processes that parse and judge (fetch.processes)"),
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),
 ) -> None:
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
-    print(json.dumps(bench(pages, testweb, concurrency, strategy, hosts, out), indent=2 if as_json else None))
+    print(json.dumps(bench(pages, testweb, concurrency, strategy, hosts, out, processes), indent=2 if as_json else None))
 
 
 testweb_app = typer.Typer(help="The offline benchmark web of Debian documentation sites.", no_args_is_help=True)

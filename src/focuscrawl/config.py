@@ -64,6 +64,8 @@ class PolitenessSettings(_Section):
 
 class FetchSettings(_Section):
     concurrency: int = Field(64, ge=1, description="requests in flight over all hosts")
+    processes: int = Field(1, ge=1, description="processes that share the per-page work: the crawl's own fetches and "
+                           "stores, the others parse and judge (1: all in the crawl's own process)")
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(20.0, gt=0, description="longest silence while reading a body")
     total_timeout: float = Field(60.0, gt=0)

@@ -265,6 +265,7 @@ class Crawler:
             finally:
                 if on_progress:
                     on_progress(self.progress.update(self.frontier))
+                self.pages.close()
                 self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state
@@ -317,7 +318,7 @@ class Crawler:
                 clock = time.perf_counter()
                 response = await self.fetcher.fetch(item.url)
                 self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
-                self.pages.handle(item, response)
+                await self.pages.handle(item, response)
             except Exception as error:
                 self._rolled_back()
                 if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed

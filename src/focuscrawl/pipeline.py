@@ -19,12 +19,12 @@ from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, host_of
 from focuscrawl.focus import Adaptation, Focus, page_class, path_class, with_link_context
 from focuscrawl.frontier import Discovered, Frontier, Item, own_priority
+from focuscrawl.judging import Judge, Judged, JudgePool
 from focuscrawl.learn import Critic, Judgement
-from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.parse import Page
 from focuscrawl.progress import Progress
 from focuscrawl.store import Repository, content_hash
 from focuscrawl.taxonomy import TaxonomyModel
-from focuscrawl.text import stopword_score
 
 log = logging.getLogger(__name__)
 
@@ -38,44 +38,56 @@ class PagePipeline:
         self.config, self.store, self.frontier, self.hosts = config, store, frontier, hosts
         self.apprentice, self.progress, self.stage_seconds = apprentice, progress, stage_seconds
         self.rules = UrlRules(config)
-        self.critic: Critic | TaxonomyModel | None = None
+        self.judges = JudgePool(config.fetch.processes)
+        self.critic = None
         self.focus: Focus | None = None
         self.fetcher: Fetcher | None = None
         self.adaptation: Adaptation | None = None
         self._recorded_hosts: dict[str, tuple] = {}
 
-    def handle(self, item: Item, response: Response) -> None:
-        """Parse, deduplicate, judge, then record the fetch, the document, its links and the URL's
-        new state in one transaction; then let the learning loops see the page."""
-        clock = time.perf_counter()
-        page: Page | None = None
+    @property
+    def critic(self) -> Critic | TaxonomyModel | None:
+        return self._critic
+
+    @critic.setter
+    def critic(self, critic: Critic | TaxonomyModel | None) -> None:
+        """A new critic judges the next pages, in this process or in the workers."""
+        self._critic = critic
+        self.judges.use(Judge(self.config, critic, leaf_terms=self.apprentice is not None))
+
+    def close(self) -> None:
+        self.judges.close()
+
+    async def handle(self, item: Item, response: Response) -> None:
+        """Parse and judge (in a worker process when there are some), deduplicate, then record
+        the fetch, the document, its links and the URL's new state in one transaction; then let
+        the learning loops see the page."""
+        judged = Judged()
         if response.ok_html:
-            try:
-                page = parse_html(response.body, response.final_url, response.charset, response.headers.get("x-robots-tag", ""))
-            except DecodeError as err:
-                response.error = str(err)
-        relevance = language_score = duplicate_of = digest = judgement = None
+            judged = await self.judges.judge(response.body, response.final_url, response.charset,
+                                             response.headers.get("x-robots-tag", ""))
+        self.stage_seconds["parse"] += judged.parse_seconds
+        self.stage_seconds["classify"] += judged.classify_seconds
+        self._record(item, response, judged)
+
+    def _record(self, item: Item, response: Response, judged: Judged) -> None:
+        clock = time.perf_counter()
+        page, language_score = judged.page, judged.language_score
+        response.error = judged.error or response.error
+        if judged.refresh:  # "this page has moved": a redirect, not a document
+            response.redirect_to = judged.refresh
+        relevance = duplicate_of = digest = judgement = None
         follow = False
-        clock = self._lap("parse", clock)
-        if page is not None and page.refresh:  # "this page has moved": a redirect, not a document
-            response.redirect_to, page = page.refresh, None
         if page is not None:
             digest = content_hash(page.text)
             duplicate = self.store.find_duplicate(digest)
             if duplicate:
-                duplicate_of, relevance = duplicate
+                (duplicate_of, relevance), language_score = duplicate, None
+            elif language_score is not None and language_score < self.config.text.min_stopword_score:
+                relevance = 0.0
             else:
-                follow = True
-                if self.config.text.language_check:
-                    language_score = stopword_score(page.text, self.config.text.language)
-                if language_score is not None and language_score < self.config.text.min_stopword_score:
-                    relevance, follow = 0.0, False
-                elif self.critic is not None:
-                    if self.apprentice is not None:  # it needs the leaves' terms: the critic counts them too
-                        self.apprentice.prepare(page)
-                    judgement = self.critic.judge(page)
-                    relevance = judgement.relevance
-        clock = self._lap("classify", clock)
+                follow, judgement = True, judged.judgement
+                relevance = judgement.relevance if judgement is not None else None
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
             if response.final_url != item.url:

@@ -1,0 +1,134 @@
+"""Parsing and judging a page, in this process or in a pool of worker processes
+(``fetch.processes``), so that the CPU-bound part of the per-page path (parse, terms, critic)
+uses every core while the event loop keeps fetching and the store keeps one transaction per
+page in the main process. A page judged in a worker is not yet stored: its URL stays in flight
+until the main process commits it, so the resume guarantee is unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from focuscrawl.config import CrawlConfig
+from focuscrawl.learn import Judgement
+from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.text import Analyzer, stopword_score
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Judged:
+    """What parsing and judging made of a response: the page (None if not HTML or a redirect
+    stub), the parse error, and the critic's judgement and the stop-word score, if asked."""
+
+    page: Page | None = None
+    error: str | None = None
+    refresh: str | None = None  # a <meta> refresh: "this page has moved"
+    judgement: Judgement | None = None
+    language_score: int | None = None
+    parse_seconds: float = 0.0  # CPU time of the two stages, in whichever process did them
+    classify_seconds: float = 0.0
+
+
+class Judge:
+    """The per-page CPU work with one critic: parse the body, count the stop words, and judge."""
+
+    def __init__(self, config: CrawlConfig, critic, leaf_terms: bool):
+        self.language_check = config.text.language_check
+        self.language, self.min_stopword_score = config.text.language, config.text.min_stopword_score
+        self.critic = critic
+        self.analyzer = Analyzer(config.text.language, config.text.stem) if leaf_terms else None
+
+    def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+        started = time.perf_counter()
+        try:
+            page = parse_html(body, url, charset, robots_header)
+        except DecodeError as err:
+            return Judged(error=str(err), parse_seconds=time.perf_counter() - started)
+        parsed = time.perf_counter()
+        if page.refresh:
+            return Judged(refresh=page.refresh, parse_seconds=parsed - started)
+        judged = Judged(page, parse_seconds=parsed - started)
+        if self.language_check:
+            judged.language_score = stopword_score(page.text, self.language)
+        if self.critic is not None and not (judged.language_score is not None
+                                            and judged.language_score < self.min_stopword_score):
+            if self.analyzer is not None:  # the apprentice needs the leaves' terms: the critic counts them too
+                self.analyzer.page_terms(page)
+            judged.judgement = self.critic.judge(page)
+        judged.classify_seconds = time.perf_counter() - parsed
+        return judged
+
+
+_worker_judge: Judge | None = None
+
+
+def _start_worker(judge: bytes, parent: int) -> None:
+    global _worker_judge
+    _worker_judge = pickle.loads(judge)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    """A worker whose crawl was killed (kill -9 leaves no one to stop it) exits within a second."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
+def _judge_in_worker(body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+    return _worker_judge(body, url, charset, robots_header)
+
+
+class JudgePool:
+    """``Judge`` in ``processes - 1`` worker processes beside the crawl's own (which fetches and
+    stores); 1: everything in the crawl's process. A new critic starts a new pool (retraining is
+    rare). A critic that cannot be pickled (evaluation's oracles judge by a closure over the
+    truth) is judged in this process."""
+
+    def __init__(self, processes: int):
+        self.workers = processes - 1
+        self._pool: ProcessPoolExecutor | None = None
+        self._judge: Judge | None = None
+
+    def use(self, judge: Judge) -> None:
+        """Judge with ``judge`` from now on (pages already sent finish in the old workers)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+        self._judge = judge
+        if self.workers < 1:
+            return
+        try:
+            state = pickle.dumps(judge)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            log.info("judging in the crawl's own process: the critic cannot be sent to worker processes")
+            return
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_start_worker, initargs=(state, os.getpid()))
+
+    async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+        if self._pool is None:
+            return self._judge(body, url, charset, robots_header)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._pool, _judge_in_worker, body, url, charset, robots_header)
+        except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
+            log.warning("a judging worker died; starting new ones")
+            self.use(self._judge)
+            return self._judge(body, url, charset, robots_header)
+
+    def close(self) -> None:
+        """At the end of a run: the workers exit and are reaped (their CPU time counts)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
