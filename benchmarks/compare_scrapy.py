@@ -22,8 +22,9 @@ def main() -> None:
     parser.add_argument("--testweb", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--processes", type=int, default=1, help="focuscrawl's fetch.processes")
     args = parser.parse_args()
-    ours = bench(args.pages, args.testweb, args.concurrency)
+    ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes)
     server = ServedTestWeb(args.testweb)
     try:
         run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
