@@ -66,10 +66,6 @@ class ApprenticeLoop:
         saved = self.store.load_model("apprentice")
         return Apprentice.loads(saved) if saved else Apprentice(self.settings.d_max, blend=self.settings.blend)
 
-    def prepare(self, page: Page) -> None:
-        """The page's leaf terms, worked out once for the critic and the link features."""
-        self.analyzer.page_terms(page)
-
     def score_links(self, page: Page, judgement: Judgement | None, relevance: float | None,
                     found: list[Discovered]) -> ScoredLinks:
         """Features of the admissible links to URLs not fetched yet; once the apprentice is ready,

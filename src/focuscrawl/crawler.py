@@ -168,11 +168,6 @@ class Crawler:
     def focus(self) -> Focus:
         return self.pages.focus
 
-    @property
-    def priority(self):
-        """The strategy of the current phase: a URL's priority from its parent's score."""
-        return self.pages.focus.strategy
-
     # -- opening a crawl directory ------------------------------------------------------------
 
     @classmethod
@@ -184,16 +179,16 @@ class Crawler:
         seeds = read_seeds(config)
         expand(config.topic.positive, "topic.positive")
         expand(config.topic.negative, "topic.negative")
-        directory.mkdir(parents=True, exist_ok=True)
-        dump_config(config, CrawlDir(directory).config)
         if parts and parts.apprentice and config.strategy != "apprentice":
             raise ConfigError("strategy: an apprentice to teach needs strategy: apprentice")
+        directory.mkdir(parents=True, exist_ok=True)
+        dump_config(config, CrawlDir(directory).config)
         crawler = cls(directory, config, parts)
         if parts and parts.apprentice:
             parts.apprentice(crawler.apprentice)
             crawler.apprentice.save()  # a resumed crawl goes on with it
         with crawler.store.transaction():
-            crawler.frontier.add([Discovered(seed, host_of(seed), crawler.priority(1.0, 0, seed), None) for seed in seeds],
+            crawler.frontier.add([Discovered(seed, host_of(seed), crawler.focus.strategy(1.0, 0, seed), None) for seed in seeds],
                                  0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase,
                                    seeds=json.dumps(seeds))

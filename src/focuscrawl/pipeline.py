@@ -103,7 +103,7 @@ class PagePipeline:
             if relevance is not None:
                 self.frontier.learn_cluster(item, relevance)
             self._record_host_state(item.host)
-        self._lap("store", clock)
+        self.stage_seconds["store"] += time.perf_counter() - clock
         if self.apprentice is not None:
             self.apprentice.after_page()
         self.count(response, relevance, judgement.topic if judgement else None)
@@ -120,12 +120,6 @@ class PagePipeline:
         self.progress.count(response, relevance, topic)
         if self.frontier.done % self.config.harvest_log_every == 0:
             self.store.log_harvest(self.progress.entry(self.frontier))
-
-    def _lap(self, stage: str, since: float) -> float:
-        """Add the time since ``since`` to a stage of the per-page breakdown; returns now."""
-        now = time.perf_counter()
-        self.stage_seconds[stage] += now - since
-        return now
 
     def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None) -> None:
         depth = item.depth + 1
