@@ -28,6 +28,8 @@ from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 pytestmark = pytest.mark.slow
 
 CONCURRENCY = 4
+COMMIT_PAGES = 8
+IN_FLIGHT = CONCURRENCY + COMMIT_PAGES - 1  # fetching or judging, or stored in a group not yet committed
 
 
 def focuscrawl(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -53,7 +55,8 @@ def site_and_config(serve, tmp_path, processes: int = 1):
     server = serve(make_app(site))
     config = topic_config(site, server.port, tmp_path / "examples", topic="files", strategy="best-first",
                           budget={"max_pages": 10_000}, politeness={"min_interval": 0.03},
-                          fetch={"concurrency": CONCURRENCY, "loopback_only": True, "processes": processes})
+                          fetch={"concurrency": CONCURRENCY, "loopback_only": True, "processes": processes},
+                          store={"commit_pages": COMMIT_PAGES})
     path = tmp_path / "crawl.yml"
     dump_config(config, path)
     return site, server, path
@@ -113,7 +116,7 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     resumed = focuscrawl("resume", out, "-q")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(focuscrawl("status", out, "--json").stdout)["state"] == "finished"
-    assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
+    assert_complete_and_once(site, server, out, in_flight_allowance=IN_FLIGHT)
     if processes > 1:  # the killed crawl's workers do not outlive it
         deadline = time.monotonic() + 5
         while orphaned_workers() and time.monotonic() < deadline:
@@ -177,7 +180,7 @@ def test_a_full_disk_stops_the_crawl_with_one_line_and_a_resume_loses_nothing(se
 
     resumed = focuscrawl("resume", out, "-q")
     assert resumed.returncode == 0, resumed.stderr
-    assert_complete_and_once(site, server, out, in_flight_allowance=CONCURRENCY)
+    assert_complete_and_once(site, server, out, in_flight_allowance=IN_FLIGHT)
     archived = set()
     for path in sorted((out / "warc").glob("*.warc.gz")):
         with open(path, "rb") as handle:  # read to its end: no half-written record is left in it

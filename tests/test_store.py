@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import time
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -664,3 +665,35 @@ def test_an_adaptation_step_is_logged_and_later_detail_is_merged_into_it(store):
     assert [(i, pages, kind, json.loads(detail)) for i, pages, kind, detail in rows] == [
         (first, 100, "retrain", {"positives": 6, "harvest_before": 0.3, "harvest_after": 0.4}),
         (second, 200, "phase", {"phase": "harvesting"})]
+
+
+def test_grouped_units_are_committed_together_and_a_failed_unit_only_undoes_itself(store, tmp_path):
+    """While the crawl runs, pages are committed ``commit_pages`` at a time: another reader sees
+    none of a group until it is committed; a page that fails leaves the group's others intact."""
+    reader = connect(tmp_path / "crawl/crawl.db")
+    fetched = "SELECT COUNT(*) FROM urls"
+    with store.grouped(pages=3, seconds=3600):
+        discover(store, ["http://a.test/1"])
+        with pytest.raises(RuntimeError), store.transaction():
+            discover(store, ["http://a.test/lost"])  # a unit within a unit is part of it
+            raise RuntimeError("the page failed")
+        discover(store, ["http://a.test/2"])
+        assert reader.execute(fetched).fetchone()[0] == 0  # two units of three: nothing committed yet
+        discover(store, ["http://a.test/3"])
+        assert reader.execute(fetched).fetchone()[0] == 3  # the third unit commits the group
+        discover(store, ["http://a.test/4"])
+        store.commit_if_due()
+        assert reader.execute(fetched).fetchone()[0] == 3  # not yet an hour old
+    assert [url for (url,) in reader.execute("SELECT url FROM urls ORDER BY id")] == [
+        f"http://a.test/{i}" for i in range(1, 5)]  # the end of the block commits the rest; the failed unit is gone
+    discover(store, ["http://a.test/5"])
+    assert reader.execute(fetched).fetchone()[0] == 5  # outside the block every unit commits at once
+
+
+def test_a_group_older_than_its_seconds_is_committed_when_the_crawl_asks(store, tmp_path):
+    reader = connect(tmp_path / "crawl/crawl.db")
+    with store.grouped(pages=100, seconds=0.01):
+        discover(store, ["http://a.test/1"])
+        time.sleep(0.02)
+        store.commit_if_due()
+        assert reader.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 1

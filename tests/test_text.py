@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from focuscrawl.text import Analyzer, stopword_score, tokens
+from focuscrawl.text import Analyzer, foreign_stopword_set, stopword_score, stopword_set, tokens
 
 ENGLISH = (
     "The crawler downloads pages from the web and it keeps only those that are about the topic "
@@ -78,6 +78,14 @@ def test_stopword_score_is_negative_for_foreign_prose(prose):
 def test_stopword_score_is_relative_to_the_crawl_language():
     assert stopword_score(GERMAN, "de") > 5
     assert stopword_score(ENGLISH, "de") < -5
+
+
+@pytest.mark.parametrize("text, language", [(ENGLISH * 3, "en"), (GERMAN + ENGLISH, "en"), (FRENCH + GERMAN, "de")])
+def test_stopword_score_counts_every_word_occurrence(text, language):
+    """Counted per distinct word, the score is still +1 / -1 per occurrence (BINGO!'s dCount)."""
+    own, foreign = stopword_set(language), foreign_stopword_set(language)
+    expected = sum(1 if t in own else -1 if t in foreign else 0 for t in tokens(text))
+    assert stopword_score(text, language) == expected != 0
 
 
 def test_stopword_score_of_text_without_stop_words_is_zero():

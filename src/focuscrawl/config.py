@@ -208,6 +208,9 @@ class AdaptationSettings(_Section):
 class StoreSettings(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")
+    commit_pages: int = Field(32, ge=1, description="pages per SQLite commit (1: a commit per page); a page not yet"
+                                                   " committed is still in flight, fetched again after a kill")
+    commit_seconds: float = Field(1.0, gt=0, description="commit at least this often while pages are handled")
 
 
 class CrawlConfig(_Section):

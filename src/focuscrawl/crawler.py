@@ -229,6 +229,7 @@ class Crawler:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.stop, f"signal {signal.Signals(signum).name}")
         ticker = asyncio.create_task(self._tick(on_progress, progress_every)) if on_progress else None
+        committer = asyncio.create_task(self._commit_while_idle())
         deadline = loop.call_later(self.config.budget.max_seconds, self._time_up) if self.config.budget.max_seconds else None
         state = "failed"
         try:
@@ -240,10 +241,11 @@ class Crawler:
                     self.set_critic(TaxonomyModel.load(self.config.topic.taxonomy))
                 if self.adaptation is not None:
                     self.adaptation.resume()
-                self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
-                for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
-                    if isinstance(outcome, Exception):
-                        log.error("a crawl worker failed", exc_info=outcome)
+                with self.store.grouped(self.config.store.commit_pages, self.config.store.commit_seconds):
+                    self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
+                    for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
+                        if isinstance(outcome, Exception):
+                            log.error("a crawl worker failed", exc_info=outcome)
             state = "stopped" if self.stop_reason and self.stop_reason.startswith(INTERRUPTIONS) else "finished"
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -252,6 +254,7 @@ class Crawler:
                 deadline.cancel()
             if ticker:
                 ticker.cancel()
+            committer.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
                 self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
@@ -277,6 +280,13 @@ class Crawler:
 
     async def _train_critic(self) -> None:
         self.set_critic(await train_critic(self.config, self.fetcher))
+
+    async def _commit_while_idle(self) -> None:
+        """Pages handled while the crawl waits (on politeness, on a slow host) are committed
+        within ``store.commit_seconds`` all the same."""
+        while True:
+            await asyncio.sleep(self.config.store.commit_seconds)
+            self.store.commit_if_due()
 
     async def _tick(self, on_progress, every: float) -> None:
         while True:

@@ -9,12 +9,14 @@ import io
 import json
 import os
 import sqlite3
+import time
 from collections import Counter
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from isal import isal_zlib
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -72,6 +74,8 @@ class Repository(Protocol):
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
 
     def transaction(self) -> AbstractContextManager: ...
+    def grouped(self, pages: int, seconds: float) -> AbstractContextManager: ...
+    def commit_if_due(self) -> None: ...
     def get_meta(self, key: str, default: str | None = None) -> str | None: ...
     def set_meta(self, **values) -> None: ...
     def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int: ...
@@ -98,7 +102,8 @@ class Repository(Protocol):
 
 
 class Store:
-    """Everything the crawl writes goes through here, one transaction per page."""
+    """Everything the crawl writes goes through here, one unit of work (:meth:`transaction`) per
+    page; while the crawl runs, several units per SQLite commit (:meth:`grouped`)."""
 
     def __init__(self, directory: Path, warc: bool = True, warc_max_bytes: int = 1_000_000_000):
         self.directory = Path(directory)
@@ -110,22 +115,76 @@ class Store:
         upgrade_schema(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes) if warc else None
         self.harvest_log = open(self.files.harvest_log, "a", encoding="utf-8")
+        self.commit_pages, self.commit_seconds = 1, 1.0
+        self._units, self._group_started, self._depth = 0, 0.0, 0
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""
         return SqliteFrontier(self.db, hosts, order, band, link_clusters)
 
     def close(self) -> None:
-        if self.warc:
-            self.warc.close()
-        self.harvest_log.close()
-        self.db.close()
-        self._lock.close()
+        try:
+            self.commit()
+        finally:
+            if self.warc:
+                self.warc.close()
+            self.harvest_log.close()
+            self.db.close()
+            self._lock.close()
+
+    @contextmanager
+    def grouped(self, pages: int, seconds: float):
+        """Within this block, units are committed ``pages`` at a time, and at least every
+        ``seconds`` (:meth:`commit_if_due`): a commit costs more than a page's rows. A unit whose
+        group is not committed is lost at a kill as a whole, so a page's URL is still in flight
+        on disk and fetched again on resume."""
+        self.commit_pages, self.commit_seconds = pages, seconds
+        try:
+            yield
+        finally:
+            self.commit_pages = 1
+            self.commit()
 
     @contextmanager
     def transaction(self):
-        with transaction(self.db):
+        """One unit of work (a page, a learning step): all or nothing. Its own SQLite
+        transaction, or within :meth:`grouped` a savepoint in the group's transaction."""
+        if self.commit_pages == 1:
+            with transaction(self.db):
+                yield self.db
+            return
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN")
+            self._units, self._group_started = 0, time.monotonic()
+        self.db.execute("SAVEPOINT unit")
+        self._depth += 1
+        try:
             yield self.db
+            self.db.execute("RELEASE unit")
+        except BaseException:
+            if self.db.in_transaction:  # after some errors (a full disk) SQLite has rolled back the whole group
+                self.db.execute("ROLLBACK TO unit")
+                self.db.execute("RELEASE unit")
+            raise
+        finally:
+            self._depth -= 1
+        if self._depth:  # a unit within a unit is part of it
+            return
+        self._units += 1
+        if self._units >= self.commit_pages:
+            self.commit()
+        else:
+            self.commit_if_due()
+
+    def commit_if_due(self) -> None:
+        """Commit the open group if it is ``commit_seconds`` old (the crawl calls this when idle too)."""
+        if self.db.in_transaction and not self._depth and time.monotonic() - self._group_started >= self.commit_seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit what is written: the open group, or the writes made outside any unit since."""
+        if self.db.in_transaction:
+            self.db.execute("COMMIT")
 
     # -- meta ---------------------------------------------------------------------------
 
@@ -299,7 +358,7 @@ class WarcArchive:
             self.serial += 1
             path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
         self._file = open(path, "ab")
-        self._writer = WARCWriter(self._file, gzip=True)
+        self._writer = WARCWriter(_GzipMembers(self._file), gzip=False)
         if self._file.tell() == 0:
             info = {"software": "focuscrawl", "format": "WARC File Format 1.1", "hostname": os.uname().nodename}
             self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
@@ -345,6 +404,28 @@ class WarcArchive:
         if self._file:
             self._file.close()
             self._file = None
+
+
+class _GzipMembers:
+    """The stream warcio writes a record to: each record one gzip member (as WARC readers
+    expect), deflated by ISA-L at its default level. warcio's own gzip is zlib at level 9:
+    0.49 ms per average test-web page against 0.035 ms, for files about 18 % larger."""
+
+    def __init__(self, file):
+        self.file = file
+        self._deflate = None
+
+    def write(self, data: bytes) -> None:
+        if self._deflate is None:
+            self._deflate = isal_zlib.compressobj(isal_zlib.ISAL_DEFAULT_COMPRESSION, isal_zlib.DEFLATED,
+                                                  isal_zlib.MAX_WBITS + 16)
+        self.file.write(self._deflate.compress(data))
+
+    def flush(self) -> None:
+        """The end of a record (warcio flushes once per record): close its member."""
+        if self._deflate is not None:
+            self.file.write(self._deflate.flush())
+            self._deflate = None
 
 
 def urlsplit_path(url: str) -> str:
