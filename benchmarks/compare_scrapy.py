@@ -22,9 +22,10 @@ def main() -> None:
     parser.add_argument("--testweb", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--processes", type=int, default=1, help="focuscrawl's fetch.processes")
+    parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: one per core)")
+    parser.add_argument("--order", default=None, help="focuscrawl's frontier.order (default: band)")
     args = parser.parse_args()
-    ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes)
+    ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
     server = ServedTestWeb(args.testweb)
     try:
         run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
@@ -33,7 +34,8 @@ def main() -> None:
     finally:
         server.close()
     scrapy = json.loads(run.stdout.strip().splitlines()[-1])
-    print(json.dumps({"focuscrawl": {k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "breakdown")},
+    print(json.dumps({"focuscrawl": {k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "cores_used",
+                                                     "pages_per_second_per_core", "peak_rss_mb", "processes", "order", "breakdown")},
                       "scrapy": scrapy,
                       "ratio": round(ours["pages_per_second"] / scrapy["pages_per_second"], 2)}, indent=2))
 

@@ -73,7 +73,8 @@ def fast_config(**overrides):
     data = {
         "politeness": {"min_interval": 0.0},
         "fetch": {"loopback_only": True, "retries": 1, "backoff": 0.01, "connect_timeout": 2,
-                  "read_timeout": 2, "total_timeout": 5, "concurrency": 8},
+                  "read_timeout": 2, "total_timeout": 5, "concurrency": 8,
+                  "processes": 1},  # a worker pool's start-up would dominate these small crawls; its own tests ask for it
         "strategy": "bfs",
         "budget": {"max_pages": 1000},
         "store": {"warc": True},

@@ -1,8 +1,9 @@
 """Speed and memory of the whole crawl pipeline, measured from outside the crawler.
 
 The web (the test web, or without one the synthetic site) runs in one process and the
-crawler in another (``focuscrawl crawl -q``), so the crawler's peak memory is its own
-(``wait4`` resource usage) and the server does not share its CPU. Pages per second are
+crawler in another (``focuscrawl crawl -q``, with its judging workers), so the crawler's CPU
+time is its own (``wait4`` resource usage, workers included) and its memory the peak of the
+sum over its processes (sampled from /proc every 0.1 s). Pages per second are
 counted between the first and last fetch recorded, so start-up and critic training are
 reported apart; the crawler's per-stage seconds say where the time goes. The server's own
 request rate is measured too, so one can see it is not the bottleneck.
@@ -13,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import closing
 from pathlib import Path
@@ -46,8 +49,35 @@ class _SyntheticServer:
 
 
 def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of the process itself (not of its children)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _ProcessWatch(threading.Thread):
+    """The crawl process and its children, sampled until it exits: the peak of their summed
+    resident memory, and the crawl process's own CPU time (the rest of the total is the workers')."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.peak_rss_bytes, self.own_cpu = 0, 0.0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self.done.is_set():
+            try:
+                rss = sum(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) for pid in self._family()) * page
+                self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+                self.own_cpu = _cpu_seconds(self.pid)
+            except (OSError, ValueError, IndexError):  # a process ended between listing and reading
+                pass
+            self.done.wait(self.every)
+
+    def _family(self) -> list[int]:
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        return [self.pid, *map(int, children.read_text().split())]
 
 
 async def _request_rate(urls: list[str], host_map: dict, concurrency: int = 64) -> float:
@@ -66,8 +96,24 @@ async def _request_rate(urls: list[str], host_map: dict, concurrency: int = 64) 
         return len(urls) / (time.monotonic() - started)
 
 
+def _crawl(config_path: Path, out: Path) -> tuple[resource.struct_rusage, float, _ProcessWatch]:
+    """Run ``focuscrawl crawl`` and watch it: its resource usage, wall seconds and samples."""
+    crawler = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(config_path), "--out", str(out), "-q"],
+                               stderr=subprocess.PIPE, text=True)
+    watch = _ProcessWatch(crawler.pid)
+    watch.start()
+    started = time.monotonic()
+    _, status, usage = os.wait4(crawler.pid, 0)
+    wall = time.monotonic() - started
+    watch.done.set()
+    watch.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the crawl failed: {crawler.stderr.read().strip()}")
+    return usage, wall, watch
+
+
 def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strategy: str = "best-first",
-          hosts: int = 8, directory: Path | None = None, processes: int = 1) -> dict:
+          hosts: int = 8, directory: Path | None = None, processes: int | None = None, order: str | None = None) -> dict:
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
@@ -76,19 +122,16 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
             topics = yaml.safe_load((Path(testweb) / "topics.yml").read_text())["topics"]
             name, topic = next(iter(topics.items()))
             data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes}}, pages, server.host_map,
-                                None, concurrency)
+                                None, concurrency, order)
             config = validate_config(data, f"bench on topic {name}")
         else:
             config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
                                   budget={"max_pages": pages}, politeness={"min_interval": 0.0},
-                                  fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes})
+                                  fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes},
+                                  **({"frontier": {"order": order}} if order else {}))
         dump_config(config, work / "bench.yml")
         out = work / "crawl"
-        crawler = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(work / "bench.yml"), "--out", str(out), "-q"],
-                                   stderr=subprocess.PIPE, text=True)
-        _, status, usage = os.wait4(crawler.pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"the crawl failed: {crawler.stderr.read().strip()}")
+        usage, wall, watch = _crawl(work / "bench.yml", out)
         server_cpu = _cpu_seconds(server.process.pid)
         with closing(read_only(out)) as db:
             urls, first, last, fetched = Queries(db).fetch_summary()
@@ -98,20 +141,27 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         server.close()
     crawl_seconds = last - first
     cpu = usage.ru_utime + usage.ru_stime
+    cores_used = cpu / wall
     return {
         "web": str(testweb) if testweb else f"synthetic site of {pages} pages on {hosts} hosts",
         "pages": fetched,
         "pages_per_second": round(fetched / crawl_seconds, 1),
         "cpu_seconds_per_page": round(cpu / fetched, 5),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cores_used": round(cores_used, 2),  # the crawler's CPU seconds over its run, start-up included
+        "pages_per_second_per_core": round(fetched / crawl_seconds / cores_used, 1),
+        "peak_rss_mb": round(watch.peak_rss_bytes / 2**20, 1),  # all its processes together
+        "peak_rss_mb_largest_process": round(usage.ru_maxrss / 1024, 1),
         "crawl_seconds": round(crawl_seconds, 2),
         "crawler_cpu_seconds": round(cpu, 2),
+        "crawl_process_cpu_seconds": round(watch.own_cpu, 2),
+        "worker_cpu_seconds": round(cpu - watch.own_cpu, 2),
         "breakdown": {stage: {"seconds": seconds, "ms_per_page": round(1000 * seconds / fetched, 3)}
                       for stage, seconds in sorted(stages.items())},
         "server_cpu_seconds": round(server_cpu, 2),
         "server_requests_per_second": round(server_rate, 1),
         "concurrency": concurrency,
-        "processes": processes,
+        "processes": config.fetch.process_count,
+        "order": config.frontier.order,
         "strategy": strategy,
         "directory": str(out),
     }

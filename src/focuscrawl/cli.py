@@ -246,11 +246,13 @@ def bench_command(
     strategy: str = typer.Option("best-first", "--strategy"),
     hosts: int = typer.Option(8, "--hosts", help="hosts of the synthetic site"),
     out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
-    processes: int = typer.Option(1, "--processes", min=1, help="worker processes that parse and judge (fetch.processes)"),
+    processes: Optional[int] = typer.Option(None, "--processes", min=1, help="processes sharing the per-page work"
+                                             " (fetch.processes; default: one per core)"),
+    order: Optional[str] = typer.Option(None, "--order", help="frontier.order (default: the crawl default, band)"),
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),
 ) -> None:
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
-    print(json.dumps(bench(pages, testweb, concurrency, strategy, hosts, out, processes), indent=2 if as_json else None))
+    print(json.dumps(bench(pages, testweb, concurrency, strategy, hosts, out, processes, order), indent=2 if as_json else None))
 
 
 testweb_app = typer.Typer(help="The offline benchmark web of Debian documentation sites.", no_args_is_help=True)

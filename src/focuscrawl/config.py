@@ -7,6 +7,7 @@ build the same model, so there is exactly one place where defaults are decided.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Literal, get_args
@@ -64,8 +65,9 @@ class PolitenessSettings(_Section):
 
 class FetchSettings(_Section):
     concurrency: int = Field(64, ge=1, description="requests in flight over all hosts")
-    processes: int = Field(1, ge=1, description="processes that share the per-page work: the crawl's own fetches and "
-                           "stores, the others parse and judge (1: all in the crawl's own process)")
+    processes: int | None = Field(None, ge=1, description="processes that share the per-page work: the crawl's own"
+                                  " fetches and stores, the others parse and judge (1: all in the crawl's own process;"
+                                  " unset: one per core of the machine)")
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(20.0, gt=0, description="longest silence while reading a body")
     total_timeout: float = Field(60.0, gt=0)
@@ -83,6 +85,11 @@ class FetchSettings(_Section):
     slow_after_failures: int = Field(1, ge=1, description="BINGO!: a failing host is tagged slow")
     bad_after_failures: int = Field(3, ge=1, description="BINGO!: the third failure tags it bad")
     loopback_only: bool = Field(False, description="refuse every address outside 127.0.0.0/8")
+
+    @property
+    def process_count(self) -> int:
+        """``processes``, or the cores this process may run on."""
+        return self.processes or len(os.sched_getaffinity(0))
 
 
 class HostMapSettings(_Section):

@@ -38,7 +38,7 @@ class PagePipeline:
         self.config, self.store, self.frontier, self.hosts = config, store, frontier, hosts
         self.apprentice, self.progress, self.stage_seconds = apprentice, progress, stage_seconds
         self.rules = UrlRules(config)
-        self.judges = JudgePool(config.fetch.processes)
+        self.judges = JudgePool(config.fetch.process_count)
         self.critic = None
         self.focus: Focus | None = None
         self.fetcher: Fetcher | None = None
