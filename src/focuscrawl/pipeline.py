@@ -1,10 +1,10 @@
 """One fetched page, top to bottom (:meth:`PagePipeline.handle`): parse, deduplicate, judge,
-and in one SQLite transaction record the fetch, the document, its links, the newly
-discovered URLs and the URL's own state; then the learning loops see the page.
+and in one unit of work (:meth:`Store.transaction`) record the fetch, the document, its links,
+the newly discovered URLs and the URL's own state; then the learning loops see the page.
 
-A URL is marked *in flight* when handed out and *done* in that transaction, so after a
-kill -9 the only URLs fetched again are those that were in flight (at most once each), and no
-discovered URL is lost."""
+A URL is marked *in flight* when handed out and *done* in that unit, committed with its group
+(``store.commit_pages``), so after a kill -9 the only URLs fetched again are those that were in
+flight or in a group not yet committed (at most once each), and no discovered URL is lost."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class PagePipeline:
 
     async def handle(self, item: Item, response: Response) -> None:
         """Parse and judge (in a worker process when there are some), deduplicate, then record
-        the fetch, the document, its links and the URL's new state in one transaction; then let
+        the fetch, the document, its links and the URL's new state in one unit of work; then let
         the learning loops see the page."""
         judged = Judged()
         if response.ok_html:
