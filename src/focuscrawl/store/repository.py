@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -26,6 +27,9 @@ from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.queries import Queries
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
+
+
+log = logging.getLogger(__name__)
 
 
 class CrawlDirError(ValueError):
@@ -123,8 +127,14 @@ class Store:
         return SqliteFrontier(self.db, hosts, order, band, link_clusters)
 
     def close(self) -> None:
+        """Commit what is written and close; if that last commit fails (a full disk), its
+        pages are still in flight on disk and fetched again on resume."""
         try:
             self.commit()
+        except sqlite3.Error as error:
+            log.warning("the last pages were not committed (%s); a resume fetches them again", error)
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
         finally:
             if self.warc:
                 self.warc.close()
