@@ -252,9 +252,8 @@ class Crawler:
                 loop.remove_signal_handler(signum)
             if deadline:
                 deadline.cancel()
-            if ticker:
-                ticker.cancel()
-            committer.cancel()
+            for task in filter(None, (ticker, committer)):
+                task.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
                 self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
@@ -282,11 +281,14 @@ class Crawler:
         self.set_critic(await train_critic(self.config, self.fetcher))
 
     async def _commit_while_idle(self) -> None:
-        """Pages handled while the crawl waits (on politeness, on a slow host) are committed
-        within ``store.commit_seconds`` all the same."""
+        """Pages handled while the crawl waits (on politeness, a slow host) are committed all the same."""
         while True:
             await asyncio.sleep(self.config.store.commit_seconds)
-            self.store.commit_if_due()
+            try:
+                self.store.commit_if_due()
+            except Exception as error:  # the group is rolled back: its pages are in flight on disk again
+                self._rolled_back()
+                self.stop(f"{DISK_FULL}: {error}" if out_of_space(error) else f"the database failed: {error}")
 
     async def _tick(self, on_progress, every: float) -> None:
         while True:
