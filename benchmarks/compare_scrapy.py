@@ -12,8 +12,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 from focuscrawl.bench import bench
+from focuscrawl.config import Order
 from focuscrawl.evaluate.harness import ServedTestWeb
 
 
@@ -23,7 +25,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: one per core)")
-    parser.add_argument("--order", default=None, help="focuscrawl's frontier.order (default: band)")
+    parser.add_argument("--order", default=None, choices=get_args(Order), help="focuscrawl's frontier.order (default: band)")
     args = parser.parse_args()
     ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
     server = ServedTestWeb(args.testweb)

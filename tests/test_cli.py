@@ -117,3 +117,10 @@ def test_unreachable_example_urls_fail_with_one_line_and_leave_a_failed_crawl(se
     status = json.loads(focuscrawl("status", out, "--json").stdout)
     assert status["state"] == "failed" and status["pages_fetched"] == 0
     assert "gone.html: example skipped: cannot connect" in (out / "crawl.log").read_text()
+
+
+def test_bench_with_an_unknown_order_ends_in_one_line():
+    result = focuscrawl("bench", "--pages", "10", "--order", "bogus")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: synthetic site: frontier.order: Input should be 'strict', 'band' or 'host-parallel'"]

@@ -76,8 +76,12 @@ class _ProcessWatch(threading.Thread):
             self.done.wait(self.every)
 
     def _family(self) -> list[int]:
-        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
-        return [self.pid, *map(int, children.read_text().split())]
+        """The crawl process and its children (only itself on kernels without the children list)."""
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        return [self.pid, *map(int, children)]
 
 
 async def _request_rate(urls: list[str], host_map: dict, concurrency: int = 64) -> float:

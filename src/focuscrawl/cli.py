@@ -252,7 +252,11 @@ def bench_command(
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),
 ) -> None:
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
-    print(json.dumps(bench(pages, testweb, concurrency, strategy, hosts, out, processes, order), indent=2 if as_json else None))
+    try:
+        result = bench(pages, testweb, concurrency, strategy, hosts, out, processes, order)
+    except USER_ERRORS as error:
+        _fail(str(error))
+    print(json.dumps(result, indent=2 if as_json else None))
 
 
 testweb_app = typer.Typer(help="The offline benchmark web of Debian documentation sites.", no_args_is_help=True)
