@@ -18,10 +18,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from lxml import etree
+from selectolax.lexbor import LexborHTMLParser
 
 from focuscrawl.fetch.urls import canonical_url
-from focuscrawl.parse import meta_refresh
+from focuscrawl.parse import DecodeError, decode_html, meta_refresh
 from focuscrawl.testweb.build import connect
 from focuscrawl.testweb.webmap import WebMap
 
@@ -33,7 +33,6 @@ CREATE TABLE pages (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, package T
 CREATE TABLE links (source INTEGER NOT NULL, target INTEGER NOT NULL, PRIMARY KEY (source, target)) WITHOUT ROWID;
 CREATE INDEX pages_url ON pages (url);
 """
-_PARSER = etree.HTMLParser(remove_comments=True, no_network=True)
 _REFRESH_HINT = re.compile(rb"http-equiv\s*=\s*[\"']?refresh", re.IGNORECASE)
 _webmap: WebMap | None = None
 _resolver: Resolver | None = None
@@ -73,24 +72,25 @@ def redirect_stubs(webmap: WebMap) -> dict[str, str]:
         return {}
 
 
-def _root(path: Path) -> etree._Element | None:
+def _tree(path: Path) -> LexborHTMLParser | None:
+    """The page as the crawler's parser reads it (None: unreadable or not text)."""
     try:
-        return etree.parse(str(path), _PARSER).getroot()
-    except (OSError, etree.ParseError, ValueError):
+        return LexborHTMLParser(decode_html(path.read_bytes())[0])
+    except (OSError, DecodeError):
         return None
 
 
 def _hrefs(path: Path, url: str) -> list[str]:
     """The page's hrefs; under a <base href> they are made absolute, as a browser would."""
-    root = _root(path)
-    if root is None:
+    tree = _tree(path)
+    if tree is None:
         return []
-    hrefs = [a.get("href").strip() for a in root.iter("a") if a.get("href")]
-    base = root.find(".//base[@href]")
+    hrefs = [href.strip() for a in tree.css("a[href]") if (href := a.attributes["href"])]
+    base = tree.css_first("base[href]")
     if base is None:
         return hrefs
     try:
-        base_url = urljoin(url, base.get("href").strip())
+        base_url = urljoin(url, (base.attributes["href"] or "").strip())
         return [href if href.startswith("#") else urljoin(base_url, href) for href in hrefs]
     except ValueError:
         return hrefs
@@ -102,8 +102,8 @@ def _refresh_of(path: str) -> tuple[str, str | None]:
     with open(file, "rb") as handle:
         if not _REFRESH_HINT.search(handle.read(4096)):
             return path, None
-    root = _root(file)
-    return path, (meta_refresh(root, _webmap.url_of(path)) if root is not None else None)
+    tree = _tree(file)
+    return path, (meta_refresh(tree, _webmap.url_of(path)) if tree is not None else None)
 
 
 def _page_links(path: str) -> tuple[str, list[str], Counter]:
