@@ -26,8 +26,8 @@ import re
 import zlib
 from collections.abc import Callable
 from contextlib import closing
-
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from warcio.archiveiterator import ArchiveIterator
@@ -63,25 +63,59 @@ class TermIds:
         return ids
 
 
-def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
-                  d_max: int = 5) -> list[np.ndarray]:
-    """⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of every link, given its leaf span
-    and the page's ``Analyzer.leaf_terms``; the windows of all links gathered with array arithmetic."""
-    if not spans:
-        return []
+class LinkWindows(NamedTuple):
+    """Every link's ⟨t, d⟩ features of a page with t still an index into the page's vocabulary:
+    all of the work that needs no term ids (they live in the crawl database), so a worker
+    process does it while judging the page."""
+
+    codes: np.ndarray  # link after link: vocabulary index · (2·d_max + 1) + d + d_max
+    bounds: np.ndarray  # link i's codes are codes[bounds[i]:bounds[i + 1]]
+
+
+def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int = 5) -> LinkWindows:
+    """The windows of all links (given their leaf spans) gathered with array arithmetic."""
     position = leaf_terms.leaf
-    ids = np.array(term_ids(leaf_terms.vocabulary), dtype=np.int64)[leaf_terms.codes]
-    starts = np.array([s for s, _ in spans])
-    ends = np.array([e for _, e in spans])
+    starts = np.array([s for s, _ in spans], dtype=np.int64)
+    ends = np.array([e for _, e in spans], dtype=np.int64)
     low = np.searchsorted(position, starts - d_max, "left")
     high = np.searchsorted(position, ends + d_max, "right")
     lengths = high - low
+    bounds = np.r_[0, np.cumsum(lengths)]
     owner = np.repeat(np.arange(len(spans)), lengths)
-    offsets_in_window = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    token = np.repeat(low, lengths) + offsets_in_window
+    token = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
-    return _pieces(ids[token] * (2 * d_max + 1) + offset + d_max, lengths)
+    return LinkWindows(leaf_terms.codes[token].astype(np.int64) * (2 * d_max + 1) + offset + d_max, bounds)
+
+
+def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
+    """``link_windows`` of all the page's links, kept on the page (made where it was judged)."""
+    key = ("link windows", analyzer.language, analyzer.stem, d_max)
+    if key not in page.terms:
+        page.terms[key] = link_windows(analyzer.page_terms(page), [(link.leaf_start, link.leaf_end) for link in page.links],
+                                       d_max)
+    return page.terms[key]
+
+
+def with_term_ids(windows: LinkWindows, wanted: list[int], vocabulary: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
+    """The ⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of the links ``wanted``."""
+    if not wanted:
+        return []
+    width = 2 * d_max + 1
+    chosen = np.array(wanted)
+    firsts, lengths = windows.bounds[chosen], windows.bounds[chosen + 1] - windows.bounds[chosen]
+    ends = np.cumsum(lengths)
+    codes = windows.codes[np.repeat(firsts - (ends - lengths), lengths) + np.arange(ends[-1])]
+    used, local = np.unique(codes // width, return_inverse=True)  # only these terms need an id (and a row)
+    ids = np.array(term_ids([vocabulary[i] for i in used.tolist()]), dtype=np.int64)
+    return _pieces(ids[local] * width + codes % width, lengths)
+
+
+def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
+                  d_max: int = 5) -> list[np.ndarray]:
+    """⟨t, d⟩ feature ids of every link, given its leaf span and the page's ``Analyzer.leaf_terms``."""
+    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), leaf_terms.vocabulary,
+                         term_ids, d_max)
 
 
 def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
@@ -101,15 +135,15 @@ def url_features(urls: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
     return _pieces(ids, [len(link) for link in words])
 
 
-def page_link_features(leaf_terms: LeafTerms, page, wanted: list[int], term_ids, d_max: int = 5,
+def page_link_features(analyzer: Analyzer, page, wanted: list[int], term_ids, d_max: int = 5,
                        url_words: bool = False, topic: str | None = None,
                        judged: dict[int, bool] | None = None) -> list[np.ndarray]:
     """The one recipe of a link's instance, for the crawl and for offline instances alike: the
     features of the page's links ``wanted`` (indices into ``page.links``): ⟨t, d⟩, and the
     optional families: the words of the target's URL, the page's class (``topic``), and the
     links near it to targets already judged (``judged``: link index -> high)."""
-    spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-    features = link_features(leaf_terms, [spans[i] for i in wanted], term_ids, d_max)
+    features = with_term_ids(page_link_windows(analyzer, page, d_max), wanted, analyzer.page_terms(page).vocabulary,
+                             term_ids, d_max)
     if topic is not None:
         page_class = class_features(topic, term_ids, d_max)
         features = [np.concatenate([f, page_class]) for f in features]
@@ -117,6 +151,7 @@ def page_link_features(leaf_terms: LeafTerms, page, wanted: list[int], term_ids,
         words = url_features([page.links[i].url for i in wanted], term_ids, d_max)
         features = [np.concatenate([f, w]) for f, w in zip(features, words)]
     if judged is not None:
+        spans = [(link.leaf_start, link.leaf_end) for link in page.links]
         cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, d_max)
         features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
     return features
@@ -419,7 +454,7 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
                     continue
                 wanted = [i for i, link in enumerate(page.links)
                           if (label is not None or link.url in relevance) and link.url != url]
-                features += page_link_features(analyzer.leaf_terms(page.leaves), page, wanted, term_ids, d_max, url_words)
+                features += page_link_features(analyzer, page, wanted, term_ids, d_max, url_words)
                 labels += [score_of_target(page.links[i].url) for i in wanted]
                 sources += [url] * len(wanted)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

@@ -116,7 +116,7 @@ class ApprenticeLoop:
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
-        return page_link_features(self.analyzer.page_terms(page), page, wanted, self.term_ids, settings.d_max,
+        return page_link_features(self.analyzer, page, wanted, self.term_ids, settings.d_max,
                                   settings.url_words, topic, judged)
 
     def train(self) -> None:

@@ -230,13 +230,14 @@ class Crawler:
             loop.add_signal_handler(signum, self.stop, f"signal {signal.Signals(signum).name}")
         ticker = asyncio.create_task(self._tick(on_progress, progress_every)) if on_progress else None
         committer = asyncio.create_task(self._commit_while_idle())
-        deadline = loop.call_later(self.config.budget.max_seconds, self._time_up) if self.config.budget.max_seconds else None
+        max_seconds = self.config.budget.max_seconds
+        deadline = loop.call_later(max_seconds, self.stop, f"budget: max_seconds {max_seconds}") if max_seconds else None
         state = "failed"
         try:
             async with Fetcher(self.config, self.hosts) as fetcher:
                 self.fetcher = self.pages.fetcher = fetcher
                 if self.critic is None and self.config.topic.positive:
-                    await self._train_critic()
+                    self.set_critic(await train_critic(self.config, self.fetcher))
                 elif self.critic is None and self.config.topic.taxonomy:  # the crawl keeps the model it used
                     self.set_critic(TaxonomyModel.load(self.config.topic.taxonomy))
                 if self.adaptation is not None:
@@ -273,12 +274,6 @@ class Crawler:
             self.stop_reason = reason
         for worker in self._workers:
             worker.cancel()
-
-    def _time_up(self) -> None:
-        self.stop(f"budget: max_seconds {self.config.budget.max_seconds}")
-
-    async def _train_critic(self) -> None:
-        self.set_critic(await train_critic(self.config, self.fetcher))
 
     async def _commit_while_idle(self) -> None:
         """Pages handled while the crawl waits (on politeness, a slow host) are committed all the same."""
@@ -323,7 +318,11 @@ class Crawler:
             started_at = time.time()
             try:
                 clock = time.perf_counter()
-                response = await self.fetcher.fetch(item.url)
+                try:
+                    response = await self.fetcher.fetch(item.url)
+                finally:
+                    self.frontier.fetched(item)
+                    self._changed.set()
                 self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
                 await self.pages.handle(item, response)
             except Exception as error:

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from focuscrawl.apprentice import page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
@@ -42,11 +43,12 @@ class Judged:
 class Judge:
     """The per-page CPU work with one critic: parse the body, count the stop words, and judge."""
 
-    def __init__(self, config: CrawlConfig, critic, leaf_terms: bool):
+    def __init__(self, config: CrawlConfig, critic, apprentice: bool):
         self.language_check = config.text.language_check
         self.language, self.min_stopword_score = config.text.language, config.text.min_stopword_score
         self.critic = critic
-        self.analyzer = Analyzer(config.text.language, config.text.stem) if leaf_terms else None
+        self.analyzer = Analyzer(config.text.language, config.text.stem) if apprentice else None
+        self.d_max = config.apprentice.d_max
 
     def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
         started = time.perf_counter()
@@ -62,8 +64,8 @@ class Judge:
             judged.language_score = stopword_score(page.text, self.language)
         if self.critic is not None and not (judged.language_score is not None
                                             and judged.language_score < self.min_stopword_score):
-            if self.analyzer is not None:  # the apprentice needs the leaves' terms: the critic counts them too
-                self.analyzer.page_terms(page)
+            if self.analyzer is not None:  # the apprentice's link windows, from the leaves' terms the critic counts too
+                page_link_windows(self.analyzer, page, self.d_max)
             judged.judgement = self.critic.judge(page)
         judged.classify_seconds = time.perf_counter() - parsed
         return judged

@@ -53,7 +53,7 @@ class PagePipeline:
     def critic(self, critic: Critic | TaxonomyModel | None) -> None:
         """A new critic judges the next pages, in this process or in the workers."""
         self._critic = critic
-        self.judges.use(Judge(self.config, critic, leaf_terms=self.apprentice is not None))
+        self.judges.use(Judge(self.config, critic, apprentice=self.apprentice is not None))
 
     def close(self) -> None:
         self.judges.close()

@@ -40,8 +40,10 @@ class UrlRules:
         self.max_host_length = config.fetch.max_host_length
         self.allow = [re.compile(p) for p in config.urls.allow]
         self.deny = [re.compile(p) for p in config.urls.deny]
+        # a site's navigation links come back on every page: each URL is judged once
+        self.rejection = lru_cache(maxsize=65536)(self._rejection)
 
-    def rejection(self, url: str) -> str | None:
+    def _rejection(self, url: str) -> str | None:
         if len(url) > self.max_url_length:
             return f"URL longer than {self.max_url_length}"
         try:
