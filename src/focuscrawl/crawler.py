@@ -318,11 +318,7 @@ class Crawler:
             started_at = time.time()
             try:
                 clock = time.perf_counter()
-                try:
-                    response = await self.fetcher.fetch(item.url)
-                finally:
-                    self.frontier.fetched(item)
-                    self._changed.set()
+                response = await self.fetcher.fetch(item.url)
                 self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
                 await self.pages.handle(item, response)
             except Exception as error:
