@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from focuscrawl.text import Analyzer, foreign_stopword_set, stopword_score, stopword_set, tokens
+from focuscrawl.text import Analyzer, foreign_stopword_set, stopword_score, stopword_set, tokens, word_counts
 
 ENGLISH = (
     "The crawler downloads pages from the web and it keeps only those that are about the topic "
@@ -86,6 +86,13 @@ def test_stopword_score_counts_every_word_occurrence(text, language):
     own, foreign = stopword_set(language), foreign_stopword_set(language)
     expected = sum(1 if t in own else -1 if t in foreign else 0 for t in tokens(text))
     assert stopword_score(text, language) == expected != 0
+
+
+@pytest.mark.parametrize("text, language", [(ENGLISH, "en"), (GERMAN + FRENCH, "de")])
+def test_the_language_check_and_the_term_counts_share_one_tokenisation(text, language):
+    words = word_counts(text)
+    assert stopword_score(words, language) == stopword_score(text, language)
+    assert Analyzer(language).term_frequencies(text, words) == Analyzer(language).term_frequencies(text)
 
 
 def test_stopword_score_of_text_without_stop_words_is_zero():

@@ -21,7 +21,7 @@ from focuscrawl.apprentice import page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.text import Analyzer, stopword_score
+from focuscrawl.text import WORDS, Analyzer, stopword_score, word_counts
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +60,15 @@ class Judge:
         if page.refresh:
             return Judged(refresh=page.refresh, parse_seconds=parsed - started)
         judged = Judged(page, parse_seconds=parsed - started)
-        if self.language_check:
-            judged.language_score = stopword_score(page.text, self.language)
+        if self.language_check:  # the critic counts terms from the same words
+            page.terms[WORDS] = word_counts(page.text)
+            judged.language_score = stopword_score(page.terms[WORDS], self.language)
         if self.critic is not None and not (judged.language_score is not None
                                             and judged.language_score < self.min_stopword_score):
             if self.analyzer is not None:  # the apprentice's link windows, from the leaves' terms the critic counts too
                 page_link_windows(self.analyzer, page, self.d_max)
             judged.judgement = self.critic.judge(page)
+        page.terms.pop(WORDS, None)  # not worth sending back to the crawl's process
         judged.classify_seconds = time.perf_counter() - parsed
         return judged
 

@@ -16,6 +16,7 @@ from scipy import sparse
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+WORDS = "words"  # a page's word_counts in ``Page.terms``, while it is judged
 TOKEN = re.compile(r"[^\W\d_][^\W_]*(?:'[^\W\d_]+)?")
 
 
@@ -118,15 +119,16 @@ class Analyzer:
         return page.terms[key]
 
     def page_frequencies(self, page) -> dict[str, int]:
-        """``term_frequencies`` of the page's text, from its leaf terms if they were needed already."""
+        """``term_frequencies`` of the page's text, from its leaf terms if they were needed
+        already, else from its word counts if the language check made them."""
         analysed = page.terms.get((self.language, self.stem))
-        return analysed.frequencies() if analysed is not None else self.term_frequencies(page.text)
+        return analysed.frequencies() if analysed is not None else self.term_frequencies(page.text, page.terms.get(WORDS))
 
-    def term_frequencies(self, text: str) -> dict[str, int]:
-        """The terms of ``text`` with their counts. Words are counted before stemming, so each
-        distinct word is stemmed once (a page has ~7x more words than distinct ones): this is
-        the first step of classifying every fetched page."""
-        words = Counter(TOKEN.findall(text.lower()))
+    def term_frequencies(self, text: str, words: Counter | None = None) -> dict[str, int]:
+        """The terms of ``text`` (or of its ``word_counts``, if made already) with their counts.
+        Words are counted before stemming, so each distinct word is stemmed once (a page has ~7x
+        more words than distinct ones): this is the first step of classifying every fetched page."""
+        words = word_counts(text) if words is None else words
         kept = [w for w in words if len(w) > 1 and w not in self._stop]
         frequencies: dict[str, int] = {}
         for word, term in zip(kept, self._stem(kept)):
@@ -158,13 +160,19 @@ class Analyzer:
         self.__init__(**state)
 
 
-def stopword_score(text: str, language: str = "en") -> int:
+def word_counts(text: str) -> Counter:
+    """The words of ``text``, lower case, with their counts: the one tokenisation that the
+    language check and the critic's term counts share."""
+    return Counter(TOKEN.findall(text.lower()))
+
+
+def stopword_score(text: str | Counter, language: str = "en") -> int:
     """BINGO! §2.3.6 dCount: +1 per stop word of the crawl's language, −1 per stop word
-    found only in other languages' lists. Pages scoring below d_STOP are not classified.
-    Counted per distinct word (a page has ~7x more words than distinct ones)."""
+    found only in other languages' lists, in a text or its ``word_counts``. Pages scoring below
+    d_STOP are not classified. Counted per distinct word (a page has ~7x more words than distinct ones)."""
     own, foreign = stopword_set(language), foreign_stopword_set(language)
     score = 0
-    for word, count in Counter(TOKEN.findall(text.lower())).items():
+    for word, count in (word_counts(text) if isinstance(text, str) else text).items():
         if len(word) < 2:
             continue
         if word in own:
