@@ -1,3 +1,4 @@
+import pickle
 import random
 
 import pytest
@@ -289,3 +290,11 @@ def test_quick_meta_refresh_is_read_as_a_redirect(content, target):
 
 def test_page_without_meta_refresh_has_no_refresh():
     assert parse("<head><meta http-equiv='content-type' content='text/html'></head><p>x</p>").refresh is None
+
+
+def test_a_page_sent_between_processes_comes_back_whole():
+    page = parse('<title>T</title><p>a <a href="/x" rel="nofollow">x</a> <a href="/y">y</a></p>')
+    page.terms["key"] = [1, 2]
+    back = pickle.loads(pickle.dumps(page))
+    assert back == page and back.links == page.links and back.links[0].nofollow and back.terms == {"key": [1, 2]}
+    assert pickle.loads(pickle.dumps(parse(""))) == parse("")

@@ -74,6 +74,23 @@ class Page:
     # critic and the apprentice (``Analyzer.page_terms``)
     terms: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def __getstate__(self) -> tuple:
+        """Links travel as columns: a page judged in a worker comes back with hundreds of links
+        (thousands on an index page), and unpickling each as an object cost the crawl's own
+        process more than storing them."""
+        links = tuple(zip(*((link.url, link.anchor_text, link.leaf_start, link.leaf_end, link.nofollow)
+                            for link in self.links)))
+        return tuple(getattr(self, name) for name in _PAGE_FIELDS), links
+
+    def __setstate__(self, state: tuple) -> None:
+        values, links = state
+        for name, value in zip(_PAGE_FIELDS, values):
+            setattr(self, name, value)
+        self.links = list(map(Link, *links)) if links else []
+
+
+_PAGE_FIELDS = tuple(name for name in Page.__slots__ if name != "links")
+
 
 def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, str]:
     """Decode by BOM, then the HTTP header, then <meta charset>, then UTF-8, then detection
