@@ -298,3 +298,17 @@ def test_a_page_sent_between_processes_comes_back_whole():
     back = pickle.loads(pickle.dumps(page))
     assert back == page and back.links == page.links and back.links[0].nofollow and back.terms == {"key": [1, 2]}
     assert pickle.loads(pickle.dumps(parse(""))) == parse("")
+
+
+@pytest.mark.parametrize("html", ["<div>" * 30000 + "<a href=/x>x</a>" + "</div>" * 30000,
+                                  "<span>" * 30000 + "<div></div>" * 30000],
+                         ids=["nested-blocks", "blocks-under-deep-inline"])
+def test_a_page_built_to_make_the_parser_quadratic_is_refused(html):
+    with pytest.raises(DecodeError, match="nested deeper than"):
+        parse(html)
+
+
+def test_a_large_page_of_shallow_sloppy_markup_is_parsed():
+    """Unclosed formatting, auto-closed paragraphs and unknown <T> tags stay shallow."""
+    page = parse("<div><p><b>x <code>List<T></code></div>" * 12000)
+    assert page.leaves[:3] == ["x", "List", ""] and len(page.leaves) == 36000

@@ -40,10 +40,20 @@ class UrlRules:
         self.max_host_length = config.fetch.max_host_length
         self.allow = [re.compile(p) for p in config.urls.allow]
         self.deny = [re.compile(p) for p in config.urls.deny]
-        # a site's navigation links come back on every page: each URL is judged once
-        self.rejection = lru_cache(maxsize=65536)(self._rejection)
+        self._verdicts: dict[str, str | None] = {}
 
-    def _rejection(self, url: str) -> str | None:
+    def rejection(self, url: str) -> str | None:
+        """Why ``url`` may not be queued (None: it may). A site's navigation links come back on
+        every page, so each URL is judged once (the memory is dropped when it grows large)."""
+        try:
+            return self._verdicts[url]
+        except KeyError:
+            if len(self._verdicts) >= 65536:
+                self._verdicts.clear()
+            verdict = self._verdicts[url] = self._judge(url)
+            return verdict
+
+    def _judge(self, url: str) -> str | None:
         if len(url) > self.max_url_length:
             return f"URL longer than {self.max_url_length}"
         try:
