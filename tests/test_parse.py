@@ -312,3 +312,9 @@ def test_a_large_page_of_shallow_sloppy_markup_is_parsed():
     """Unclosed formatting, auto-closed paragraphs and unknown <T> tags stay shallow."""
     page = parse("<div><p><b>x <code>List<T></code></div>" * 12000)
     assert page.leaves[:3] == ["x", "List", ""] and len(page.leaves) == 36000
+
+
+def test_text_on_both_sides_of_a_comment_is_one_text_as_a_browser_shows_it():
+    page = parse("foo<!-- c -->bar <a href=/y>ab<!---->cd</a> <a href=/z>x</a><!---->y")
+    assert page.leaves == ["foobar", "abcd", "x", "y"]
+    assert [(link.anchor_text, link.leaf_start, link.leaf_end) for link in page.links] == [("abcd", 1, 1), ("x", 2, 2)]

@@ -267,6 +267,7 @@ def _walk_leaves(root: LexborNode, page: Page, base: str) -> None:
     leaves = page.leaves
     open_anchors: list[tuple[int, str, str, int]] = []  # (node after it, href, rel, first leaf)
     skip_until = 0  # the node after an invisible subtree being skipped
+    after_comment, last_text = False, ""  # text, a comment, text: one text in a browser ("foo<!-- -->bar")
     for node in root.traverse(include_text=True, skip_empty=True):
         if skip_until or open_anchors:
             position = node.mem_id
@@ -277,10 +278,17 @@ def _walk_leaves(root: LexborNode, page: Page, base: str) -> None:
             while open_anchors and open_anchors[-1][0] == position:
                 _close_anchor(page, base, *open_anchors.pop()[1:])
         if node.is_text_node:
-            words = node.text_content.split()
+            content = node.text_content
+            if after_comment and _continues_text(node):
+                content = last_text + content
+                leaves.pop()
+            words = content.split()
             if words:
                 leaves.append(" ".join(words))
+                last_text = content
+            after_comment = False
             continue
+        after_comment = node.is_comment_node
         tag = node.tag_id
         if tag in INVISIBLE_IDS:
             skip_until = _after(node)
@@ -308,6 +316,14 @@ def _after(node: LexborNode) -> int:
             return following.mem_id
         node = node.parent
     return -1
+
+
+def _continues_text(node: LexborNode) -> bool:
+    """The text node follows a text with words with only comments between them."""
+    previous = node.prev
+    while previous is not None and previous.is_comment_node:
+        previous = previous.prev
+    return previous is not None and previous.is_text_node and bool(previous.text_content.split())
 
 
 def _is_empty(node: LexborNode) -> bool:
