@@ -8,11 +8,18 @@ import sqlite3
 import numpy as np
 import pytest
 
-from focuscrawl.apprentice import Apprentice, link_features
+from focuscrawl.apprentice import Apprentice, link_windows, with_term_ids
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
 from focuscrawl.text import Analyzer
+
+
+def link_features(leaf_terms, spans, term_ids, d_max=5):
+    """⟨t, d⟩ feature ids of every link given its leaf span: the crawl's two steps (windows in the
+    worker, term ids in the crawl's process) in one."""
+    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), leaf_terms.vocabulary,
+                         term_ids, d_max)
 
 D_MAX = 5
 WIDTH = 2 * D_MAX + 1

@@ -111,13 +111,6 @@ def with_term_ids(windows: LinkWindows, wanted: list[int], vocabulary: list[str]
     return _pieces(ids[local] * width + codes % width, lengths)
 
 
-def link_features(leaf_terms: LeafTerms, spans: list[tuple[int, int]], term_ids,
-                  d_max: int = 5) -> list[np.ndarray]:
-    """⟨t, d⟩ feature ids of every link, given its leaf span and the page's ``Analyzer.leaf_terms``."""
-    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), leaf_terms.vocabulary,
-                         term_ids, d_max)
-
-
 def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
     """§3.8: the critic's class of u and all its prefixes ('/', '/Science', '/Science/Math', …),
     the same for every link of u; a two-class critic's classes are 'relevant' and 'other'."""

@@ -149,20 +149,27 @@ def _robots_directives(value: str) -> set[str]:
 
 
 def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_header: str = "") -> Page:
-    """Parse bytes that may be broken HTML; raises :class:`DecodeError` only if undecodable."""
+    """Parse bytes that may be broken HTML; raises :class:`DecodeError` if undecodable or built
+    to exhaust the parser."""
     text, charset = decode_html(body, header_charset)
     page = Page(url=url, charset=charset)
     directives = _robots_directives(robots_header)
-    if text.count("<") > NESTING_CHECK_TAGS and _nesting(text) > MAX_NESTING:
-        raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
-    if text.strip():
-        tree = LexborHTMLParser(text)  # HTML5 tree construction, as a browser builds it
+    tree = html_tree(text)
+    if tree is not None:
         _read_head(tree, page, directives)
         _walk_leaves(tree.root, page, base=_base_url(page))
     page.noindex = "noindex" in directives or "none" in directives
     page.nofollow = "nofollow" in directives or "none" in directives
     page.text = " ".join(leaf for leaf in page.leaves if leaf)
     return page
+
+
+def html_tree(text: str) -> LexborHTMLParser | None:
+    """The HTML5 tree of a decoded page, as a browser builds it (None: a blank page); raises
+    :class:`DecodeError` for a page built to make the tree's construction quadratic."""
+    if text.count("<") > NESTING_CHECK_TAGS and _nesting(text) > MAX_NESTING:
+        raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
+    return LexborHTMLParser(text) if text.strip() else None
 
 
 def _nesting(text: str) -> int:
@@ -288,12 +295,12 @@ def _walk_leaves(root: LexborNode, page: Page, base: str) -> None:
                 last_text = content
             after_comment = False
             continue
-        after_comment = node.is_comment_node
         tag = node.tag_id
         if tag in INVISIBLE_IDS:
             skip_until = _after(node)
             continue
-        if not node.is_element_node:  # a comment
+        if not node.is_element_node:  # a comment (``_continues_text`` checks what lies between)
+            after_comment = True
             continue
         if tag in LINK_IDS:
             attributes = node.attributes
@@ -323,7 +330,7 @@ def _continues_text(node: LexborNode) -> bool:
     previous = node.prev
     while previous is not None and previous.is_comment_node:
         previous = previous.prev
-    return previous is not None and previous.is_text_node and bool(previous.text_content.split())
+    return previous is not None and previous.is_text_node and bool(previous.text_content.strip())
 
 
 def _is_empty(node: LexborNode) -> bool:

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from selectolax.lexbor import LexborHTMLParser
 
 from focuscrawl.fetch.urls import canonical_url
-from focuscrawl.parse import DecodeError, decode_html, meta_refresh
+from focuscrawl.parse import DecodeError, decode_html, html_tree, meta_refresh
 from focuscrawl.testweb.build import connect
 from focuscrawl.testweb.webmap import WebMap
 
@@ -75,7 +75,7 @@ def redirect_stubs(webmap: WebMap) -> dict[str, str]:
 def _tree(path: Path) -> LexborHTMLParser | None:
     """The page as the crawler's parser reads it (None: unreadable or not text)."""
     try:
-        return LexborHTMLParser(decode_html(path.read_bytes())[0])
+        return html_tree(decode_html(path.read_bytes())[0])
     except (OSError, DecodeError):
         return None
 
