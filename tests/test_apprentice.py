@@ -18,8 +18,7 @@ from focuscrawl.text import Analyzer
 def link_features(leaf_terms, spans, term_ids, d_max=5):
     """⟨t, d⟩ feature ids of every link given its leaf span: the crawl's two steps (windows in the
     worker, term ids in the crawl's process) in one."""
-    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), leaf_terms.vocabulary,
-                         term_ids, d_max)
+    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), term_ids, d_max)
 
 D_MAX = 5
 WIDTH = 2 * D_MAX + 1

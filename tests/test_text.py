@@ -142,6 +142,17 @@ def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():
     assert analyzer.leaf_terms(["a", "", "42"]).terms() == []  # leaves without a term
 
 
+def test_a_pages_terms_bring_its_word_counts_for_the_language_check():
+    from focuscrawl.parse import parse_html
+    from focuscrawl.text import WORDS, stopword_score, word_counts
+
+    page = parse_html(b"<title>t</title><p>The sockets and <b>the</b> socket's I/O</p><ul><li>x</li><li>Stra&szlig;e 42</li></ul>",
+                      "http://example.org/")
+    Analyzer().page_terms(page)
+    assert page.terms[WORDS] == word_counts(page.text)  # the same words, counted in the same pass
+    assert stopword_score(page.terms[WORDS]) == stopword_score(page.text)
+
+
 def test_preview_keeps_the_best_sentences_by_their_terms_weights_in_page_order():
     from focuscrawl.text import topic_preview
 

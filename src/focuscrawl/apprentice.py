@@ -66,8 +66,9 @@ class TermIds:
 class LinkWindows(NamedTuple):
     """Every link's ⟨t, d⟩ features of a page with t still an index into the page's vocabulary:
     all of the work that needs no term ids (they live in the crawl database), so a worker
-    process does it while judging the page."""
+    process does it while judging the page (32-bit: it is sent back to the crawl's process)."""
 
+    vocabulary: list[str]  # the page's distinct terms
     codes: np.ndarray  # link after link: vocabulary index · (2·d_max + 1) + d + d_max
     bounds: np.ndarray  # link i's codes are codes[bounds[i]:bounds[i + 1]]
 
@@ -85,7 +86,8 @@ def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int
     token = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
-    return LinkWindows(leaf_terms.codes[token].astype(np.int64) * (2 * d_max + 1) + offset + d_max, bounds)
+    codes = leaf_terms.codes[token] * (2 * d_max + 1) + offset + d_max
+    return LinkWindows(leaf_terms.vocabulary, codes.astype(np.int32), bounds.astype(np.int32))
 
 
 def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
@@ -97,18 +99,22 @@ def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
     return page.terms[key]
 
 
-def with_term_ids(windows: LinkWindows, wanted: list[int], vocabulary: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
+def with_term_ids(windows: LinkWindows, wanted: list[int], term_ids, d_max: int = 5) -> list[np.ndarray]:
     """The ⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of the links ``wanted``."""
     if not wanted:
         return []
     width = 2 * d_max + 1
     chosen = np.array(wanted)
     firsts, lengths = windows.bounds[chosen], windows.bounds[chosen + 1] - windows.bounds[chosen]
-    ends = np.cumsum(lengths)
-    codes = windows.codes[np.repeat(firsts - (ends - lengths), lengths) + np.arange(ends[-1])]
-    used, local = np.unique(codes // width, return_inverse=True)  # only these terms need an id (and a row)
-    ids = np.array(term_ids([vocabulary[i] for i in used.tolist()]), dtype=np.int64)
-    return _pieces(ids[local] * width + codes % width, lengths)
+    ends = np.cumsum(lengths, dtype=np.int64)
+    codes = windows.codes[np.repeat(firsts - (ends - lengths), lengths) + np.arange(ends[-1])].astype(np.int64)
+    terms = codes // width
+    used = np.zeros(len(windows.vocabulary), dtype=bool)
+    used[terms] = True  # only these terms need an id (and a row)
+    ids = np.zeros(len(used), dtype=np.int64)
+    chosen_terms = np.flatnonzero(used)
+    ids[chosen_terms] = term_ids([windows.vocabulary[i] for i in chosen_terms.tolist()])
+    return _pieces(ids[terms] * width + codes % width, lengths)
 
 
 def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
@@ -135,8 +141,7 @@ def page_link_features(analyzer: Analyzer, page, wanted: list[int], term_ids, d_
     features of the page's links ``wanted`` (indices into ``page.links``): ⟨t, d⟩, and the
     optional families: the words of the target's URL, the page's class (``topic``), and the
     links near it to targets already judged (``judged``: link index -> high)."""
-    features = with_term_ids(page_link_windows(analyzer, page, d_max), wanted, analyzer.page_terms(page).vocabulary,
-                             term_ids, d_max)
+    features = with_term_ids(page_link_windows(analyzer, page, d_max), wanted, term_ids, d_max)
     if topic is not None:
         page_class = class_features(topic, term_ids, d_max)
         features = [np.concatenate([f, page_class]) for f in features]

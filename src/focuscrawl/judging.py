@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from focuscrawl.apprentice import page_link_windows
+from focuscrawl.apprentice import LinkWindows, page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
@@ -49,6 +49,7 @@ class Judge:
         self.critic = critic
         self.analyzer = Analyzer(config.text.language, config.text.stem) if apprentice else None
         self.d_max = config.apprentice.d_max
+        self.keep_leaves = config.focus.link_context is not None
 
     def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
         started = time.perf_counter()
@@ -60,17 +61,30 @@ class Judge:
         if page.refresh:
             return Judged(refresh=page.refresh, parse_seconds=parsed - started)
         judged = Judged(page, parse_seconds=parsed - started)
+        if self.analyzer is not None:  # the apprentice's leaf terms; the language check's words come with them
+            self.analyzer.page_terms(page)
         if self.language_check:  # the critic counts terms from the same words
-            page.terms[WORDS] = word_counts(page.text)
+            if WORDS not in page.terms:
+                page.terms[WORDS] = word_counts(page.text)
             judged.language_score = stopword_score(page.terms[WORDS], self.language)
         if self.critic is not None and not (judged.language_score is not None
                                             and judged.language_score < self.min_stopword_score):
-            if self.analyzer is not None:  # the apprentice's link windows, from the leaves' terms the critic counts too
+            if self.analyzer is not None:
                 page_link_windows(self.analyzer, page, self.d_max)
             judged.judgement = self.critic.judge(page)
-        page.terms.pop(WORDS, None)  # not worth sending back to the crawl's process
+        self._keep_what_the_crawl_needs(page)
         judged.classify_seconds = time.perf_counter() - parsed
         return judged
+
+    def _keep_what_the_crawl_needs(self, page: Page) -> None:
+        """A judged page goes back to the crawl's process (pickled, when judged in a worker) with
+        its text, links and link windows; the leaves only if link contexts are scored there,
+        and none of the term counts (as large as the text again, and used up by the critic)."""
+        windows = {key: value for key, value in page.terms.items() if isinstance(value, LinkWindows)}
+        page.terms.clear()
+        page.terms.update(windows)
+        if not self.keep_leaves:
+            page.leaves = []
 
 
 _worker_judge: Judge | None = None
