@@ -22,6 +22,8 @@ from focuscrawl.bench import bench
 from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
 from focuscrawl.progress import Progress
+from focuscrawl.search import PAGE_SIZE, QueryError, Search
+from focuscrawl.search.indexing import index_crawl
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
@@ -34,8 +36,8 @@ from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
                                train_taxonomy)
-from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, Queries,
-                              transaction, upgrade_schema)
+from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, open_index,
+                              Queries, transaction, upgrade_schema)
 from focuscrawl.testweb.build import BuildError, package_list
 from focuscrawl.testweb.build import build as build_testweb
 from focuscrawl.testweb.groundtruth import write_topics
@@ -574,3 +576,86 @@ def graph(
             print(f"  top {kind}:")
             for rank, page in enumerate(found[kind], 1):
                 print(f"  {rank:>4}. {page[score]:.4f}  {page['url']}")
+
+
+@app.command()
+def index(
+    directory: Path = typer.Argument(..., help="a crawl directory (not being crawled: a running crawl indexes itself)"),
+    rebuild: bool = typer.Option(False, "--rebuild", help="drop the search index and build it again from the store"),
+) -> None:
+    """Bring the crawl's search index and link analysis up to date (JSON: what was done)."""
+    try:
+        print(json.dumps(index_crawl(directory, rebuild), indent=2))
+    except USER_ERRORS as error:
+        _fail(str(error))
+
+
+@app.command()
+def search(
+    directory: Path = typer.Argument(..., help="a crawl directory"),
+    query: str = typer.Argument(..., help='BINGO! syntax: word, -word, word%, "a phrase"'),
+    page: int = typer.Option(1, "--page", min=1),
+    topic: Optional[str] = typer.Option(None, "--topic", help="only this topic and its subtopics"),
+    words: bool = typer.Option(False, "--words", help="match surface words, not stems"),
+    weight: list[str] = typer.Option([], "--weight", help="ATTRIBUTE=W, e.g. authority=1 (repeatable)"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Search a crawl's pages, ranked as the portal ranks them, 25 a page."""
+    try:
+        weights = dict(_weight(text) for text in weight)
+        results = Search(open_index(directory)).search(query, weights, page, stems=not words, topic=topic)
+    except (QueryError, sqlite3.Error, *USER_ERRORS) as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps({"query": query, "page": results.page, "total": results.total, "results": results.hits}, indent=2))
+        return
+    print(f"{results.total}{'+' if results.capped else ''} results, page {results.page} of {results.pages}")
+    for rank, hit in enumerate(results.hits, (results.page - 1) * PAGE_SIZE + 1):
+        print(f"{rank:>4}. {hit['score']:.3f}  {hit['title'] or hit['url']}\n        {hit['url']}")
+
+
+def _weight(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise QueryError(f"--weight {text!r}: expected ATTRIBUTE=NUMBER, e.g. authority=1") from None
+
+
+@app.command()
+def serve(
+    directories: list[Path] = typer.Argument(..., help="crawl directories (running or finished)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (not loopback: needs --token)"),
+    port: int = typer.Option(8808, "--port", min=0, max=65535, help="0: any free port (printed)"),
+    token: Optional[str] = typer.Option(None, "--token", envvar="FOCUSCRAWL_TOKEN", help="required on every request"),
+) -> None:
+    """The portal: search the crawls in a browser, and their REST API (/docs, /openapi.json)."""
+    import uvicorn
+
+    from focuscrawl.web import PortalError, create_app
+    from focuscrawl.web.app import check_binding
+
+    try:
+        check_binding(host, token)
+        for directory in directories:
+            open_existing(directory).close()
+            try:
+                done = index_crawl(directory)
+                print(f"{directory}: {done['pages_in_index']} pages in the index ({done['indexed']} indexed now)", file=sys.stderr)
+            except CrawlDirError:  # being crawled: that crawl keeps its index current
+                print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
+    except (PortalError, *USER_ERRORS) as error:
+        _fail(str(error))
+    config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    original_startup = server.startup
+
+    async def startup(sockets=None):
+        await original_startup(sockets)
+        for listening in server.servers:
+            for sock in listening.sockets:
+                address, bound = sock.getsockname()[:2]
+                print(f"serving on http://{address}:{bound}/", file=sys.stderr, flush=True)
+
+    server.startup = startup
+    server.run()

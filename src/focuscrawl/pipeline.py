@@ -97,6 +97,8 @@ class PagePipeline:
             if page is not None:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
+                if self.config.store.search_index:
+                    self.store.search.index(item.url_id)
                 if follow:
                     self._queue_links(item, page, relevance, judgement)
             self.frontier.finish(item, response.error if response.refused else None)

@@ -26,6 +26,7 @@ from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.queries import Queries
+from focuscrawl.store.search_index import SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
 
 
@@ -56,7 +57,7 @@ def open_existing(directory: Path) -> sqlite3.Connection:
     return db
 
 
-def _lock_directory(directory: Path):
+def lock_directory(directory: Path):
     """One process per crawl directory; the kernel drops the lock when the process dies."""
     lock = open(CrawlDir(directory).lock, "w")
     try:
@@ -74,6 +75,7 @@ class Repository(Protocol):
 
     files: CrawlDir
     queries: Any  # the backend's queries (:class:`.queries.Queries` for SQLite)
+    search: Any  # the backend's search index (:class:`.search_index.SearchIndex` for SQLite)
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
 
@@ -113,7 +115,7 @@ class Store:
         self.directory = Path(directory)
         self.files = CrawlDir(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock = _lock_directory(self.directory)
+        self._lock = lock_directory(self.directory)
         self.db = connect(self.files.database)
         self.queries = Queries(self.db)
         upgrade_schema(self.db)
@@ -121,6 +123,7 @@ class Store:
         self.harvest_log = open(self.files.harvest_log, "a", encoding="utf-8")
         self.commit_pages, self.commit_seconds = 1, 1.0
         self._units, self._group_started, self._depth = 0, 0.0, 0
+        self.search = SearchIndex(self.db)
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""

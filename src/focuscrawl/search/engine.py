@@ -1,0 +1,111 @@
+"""Search and ranking (BINGO! thesis §2.4.12, §4.1): the best BM25 matches of the query are the
+candidates; each gets the attributes of eq. 4.1 — BM25, the classifier's confidence, HITS
+authority and hub, PageRank, the topic-weighted ("intelligent") PageRank of eqs. 4.19–4.20,
+recency and inverse recency of Last-Modified — every attribute normalised to unit length over
+the candidates (as the thesis's evaluation did), and the score is their weighted sum with the
+user's weights."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from focuscrawl.search.query import ParsedQuery, QueryError, parse_query
+from focuscrawl.store.search_index import SearchIndex
+
+ATTRIBUTES = ("bm25", "confidence", "authority", "hub", "pagerank", "topic_pagerank", "recency", "inverse_recency")
+DEFAULT_WEIGHTS = {"bm25": 1.0, "confidence": 0.5, "authority": 0.25, "hub": 0.0, "pagerank": 0.0,
+                   "topic_pagerank": 0.0, "recency": 0.0, "inverse_recency": 0.0}
+PAGE_SIZE = 25  # results per page, as BINGO!'s evaluation showed them
+CANDIDATES = 1000  # the best BM25 matches that are re-ranked
+
+
+@dataclass
+class Results:
+    query: str
+    page: int
+    total: int  # candidates found (at most CANDIDATES)
+    weights: dict[str, float]
+    hits: list[dict] = field(default_factory=list)  # the page's results, best first
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // PAGE_SIZE))
+
+    @property
+    def capped(self) -> bool:
+        return self.total >= CANDIDATES
+
+
+class Search:
+    def __init__(self, index: SearchIndex):
+        self.index = index
+
+    def search(self, text: str, weights: dict[str, float] | None = None, page: int = 1, within: str | None = None,
+               stems: bool = True, topic: str | None = None, host: str | None = None, mime: str | None = None,
+               since: float | None = None, until: float | None = None) -> Results:
+        """One page of results; ``within``: the previous query, searched together with this one."""
+        parsed = parse_query(text)
+        if within:
+            parsed = parsed.combined(parse_query(within))
+        weights = checked_weights(weights)
+        try:
+            matches = self.index.matches(parsed.match(), CANDIDATES, topic, host, mime, since, until)
+        except sqlite3.OperationalError as error:
+            raise QueryError(f"query {text!r} cannot be searched: {error}") from None
+        if not stems:
+            matches = self._with_surface_words(matches, parsed)
+        ranked = self.rank(matches, weights)
+        first = (max(page, 1) - 1) * PAGE_SIZE
+        return Results(text, max(page, 1), len(ranked), weights, ranked[first:first + PAGE_SIZE])
+
+    def rank(self, matches: list[tuple[int, float]], weights: dict[str, float]) -> list[dict]:
+        """The candidates with their attributes and score, best first (eq. 4.1)."""
+        if not matches:
+            return []
+        attributes = self.index.attributes([url_id for url_id, _ in matches])
+        hits = [{**attributes[url_id], "bm25": bm25} for url_id, bm25 in matches if url_id in attributes]
+        columns = attribute_matrix(hits)
+        scores = columns @ np.array([weights[name] for name in ATTRIBUTES])
+        for hit, score, values in zip(hits, scores.tolist(), columns.tolist()):
+            hit["score"] = score
+            hit["attributes"] = dict(zip(ATTRIBUTES, values))
+        return sorted(hits, key=lambda hit: -hit["score"])
+
+    def _with_surface_words(self, matches: list[tuple[int, float]], parsed: ParsedQuery) -> list[tuple[int, float]]:
+        """Only pages whose title or text hold every required word as typed (the index holds stems)."""
+        patterns = [re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, term.split())) + r"(?!\w)", re.IGNORECASE)
+                    for term in parsed.surface_terms()]
+        texts = self.index.texts([url_id for url_id, _ in matches])
+        return [(url_id, score) for url_id, score in matches
+                if all(p.search(texts[url_id][0]) or p.search(texts[url_id][1]) for p in patterns)]
+
+
+def checked_weights(weights: dict[str, float] | None) -> dict[str, float]:
+    """The default weights with the user's over them; an unknown attribute is an error."""
+    unknown = set(weights or {}) - set(ATTRIBUTES)
+    if unknown:
+        raise QueryError(f"unknown ranking attribute {sorted(unknown)[0]!r}: one of {', '.join(ATTRIBUTES)}")
+    return {**DEFAULT_WEIGHTS, **{name: float(value) for name, value in (weights or {}).items()}}
+
+
+def attribute_matrix(hits: list[dict]) -> np.ndarray:
+    """Candidates × ATTRIBUTES, each column normalised to unit length (a column that is zero
+    throughout stays zero). Recency is the Last-Modified date scaled to [0, 1] over the
+    candidates; inverse recency is one minus it."""
+    modified = np.array([hit["modified_at"] or 0.0 for hit in hits], dtype=float)
+    span = modified.max() - modified.min() if len(hits) else 0.0
+    recency = (modified - modified.min()) / span if span > 0 else np.ones(len(hits))
+    columns = np.column_stack([
+        [hit["bm25"] for hit in hits], [hit["confidence"] for hit in hits], [hit["authority"] for hit in hits],
+        [hit["hub"] for hit in hits], [hit["pagerank"] for hit in hits], [hit["confidence_pagerank"] for hit in hits],
+        recency, 1.0 - recency if span > 0 else np.ones(len(hits)),
+    ]).astype(float)
+    lengths = np.linalg.norm(columns, axis=0)
+    return columns / np.where(lengths > 0, lengths, 1.0)
+
+
+__all__ = ["ATTRIBUTES", "DEFAULT_WEIGHTS", "PAGE_SIZE", "QueryError", "Results", "Search", "parse_query"]

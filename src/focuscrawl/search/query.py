@@ -1,0 +1,69 @@
+"""BINGO!'s query syntax (thesis §2.4.12), turned into an FTS5 query: ``word`` is required,
+``-word`` excluded, ``word%`` a prefix, ``"a phrase"`` a phrase (``-"a phrase"`` excludes it).
+Queries are conjunctive. Every word reaches FTS5 quoted, so nothing a user types is read as
+FTS5's own syntax."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+TERM = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+WORD = re.compile(r"[^\W_]+")  # what the index's tokenizer (unicode61) keeps of a word
+
+
+class QueryError(ValueError):
+    """A query that cannot be searched, with what is wrong in one line."""
+
+
+@dataclass
+class ParsedQuery:
+    required: list[str] = field(default_factory=list)  # words and phrases (a phrase: several words)
+    excluded: list[str] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    excluded_prefixes: list[str] = field(default_factory=list)
+
+    def match(self) -> str:
+        """The FTS5 query: the required parts ANDed, each excluded part NOT-ed."""
+        positive = [_quoted(p) for p in self.required] + [_quoted(p) + " *" for p in self.prefixes]
+        negative = [_quoted(p) for p in self.excluded] + [_quoted(p) + " *" for p in self.excluded_prefixes]
+        query = " AND ".join(positive)
+        for part in negative:
+            query = f"({query}) NOT {part}"
+        return query
+
+    def surface_terms(self) -> list[str]:
+        """The required words and phrases as typed (lower case), for a search on surface words."""
+        return [p.lower() for p in self.required]
+
+    def combined(self, other: ParsedQuery) -> ParsedQuery:
+        """Both queries at once (search within results)."""
+        return ParsedQuery(self.required + other.required, self.excluded + other.excluded,
+                           self.prefixes + other.prefixes, self.excluded_prefixes + other.excluded_prefixes)
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Read a query in BINGO!'s syntax; raises :class:`QueryError` if nothing is required."""
+    query = ParsedQuery()
+    for minus_phrase, phrase, minus, token in TERM.findall(text):
+        if phrase or minus_phrase:
+            words = " ".join(WORD.findall(phrase))
+            if words:
+                (query.excluded if minus_phrase else query.required).append(words)
+            continue
+        prefix = token.endswith("%") or token.endswith("*")
+        words = WORD.findall(token)
+        if not words:
+            continue
+        if prefix and len(words) == 1:
+            (query.excluded_prefixes if minus else query.prefixes).append(words[0])
+        else:  # "e-mail" or "tcp/ip": the words in a row, as the index saw them
+            (query.excluded if minus else query.required).append(" ".join(words))
+    if not query.required and not query.prefixes:
+        raise QueryError(f"query {text.strip()!r} needs at least one word that is not excluded"
+                         if text.strip() else "the query is empty: type a word")
+    return query
+
+
+def _quoted(words: str) -> str:
+    return '"' + words.replace('"', '""') + '"'

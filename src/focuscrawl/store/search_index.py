@@ -1,0 +1,260 @@
+"""The crawl's search index (SQLite FTS5) and the reads of the portal's search engine.
+
+The index is *contentless*: the text stays once, in ``documents``. Each stored page (not a
+duplicate, not ``noindex``) is indexed by its title, text, the words of its URL and the
+distinct anchor texts of the links to it; ``search_docs`` keeps what was indexed beyond the
+document (the anchors, the Last-Modified date), which FTS5 needs to take a row out again. A
+follower (:meth:`SearchIndex.follow`) indexes the pages stored since its watermark and
+re-indexes pages that new links gave a new anchor text; the crawl calls it every few seconds,
+the portal on a crawl that is not running, and :meth:`rebuild` starts again from the store.
+Tokens are Porter stems of Unicode words: a surface-word search is filtered afterwards
+(``focuscrawl.search``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from email.utils import parsedate_to_datetime
+
+SEARCH_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5(
+    title, body, url_words, anchors, content='', tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS search_docs (
+    url_id INTEGER PRIMARY KEY,
+    fetch_id INTEGER NOT NULL,  -- the fetch whose document was indexed
+    anchors TEXT NOT NULL,  -- as indexed
+    modified_at REAL  -- Last-Modified, else when it was fetched
+);
+"""
+# BM25 weights of the columns: a word in the title or in the anchors of links to the page says
+# more about it than one in the body (the classic weighting of web search since Brin & Page)
+COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
+FOLLOW_SECONDS = 5.0  # how far the anchors in the index may lag behind a running crawl
+ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
+
+
+class SearchIndex:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self._followed = time.monotonic()
+
+    def follow_if_due(self, unit: Callable[[], AbstractContextManager], seconds: float = FOLLOW_SECONDS) -> None:
+        """During a crawl, every few seconds: :meth:`follow` as one unit of work (``unit``:
+        the store's transaction) — the pages just indexed with their own links' new anchors."""
+        if time.monotonic() - self._followed >= seconds:
+            with unit():
+                self.follow(limit=500)
+            self._followed = time.monotonic()
+
+    # -- keeping it current ---------------------------------------------------------------
+
+    def _watermark(self, key: str) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _set_watermark(self, key: str, value: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, str(value)))
+
+    def index(self, url_id: int) -> bool:
+        """Index a page just stored (in its transaction), unless it has no text to index."""
+        row = self.db.execute(
+            "SELECT d.fetch_id, d.title, d.text, u.url, f.headers, f.fetched_at FROM documents d"
+            " JOIN urls u ON u.id = d.url_id JOIN fetches f ON f.id = d.fetch_id WHERE d.url_id = ?", (url_id,)).fetchone()
+        if row is None or row[2] is None:
+            return False
+        fetch_id, title, text, url, headers, fetched_at = row
+        self._remove(url_id)
+        self._insert(url_id, fetch_id, title, text, url, _modified_at(headers, fetched_at))
+        return True
+
+    def follow(self, limit: int = 2000) -> int:
+        """Index up to ``limit`` stored pages the index has not seen (stored before it existed,
+        or after a :meth:`rebuild`) and refresh the anchors of pages that links stored since
+        the last call reach; call inside a transaction. Returns how many pages were (re)indexed."""
+        last_fetch = self._watermark("search_fetches_indexed")
+        rows = self.db.execute(
+            "SELECT d.url_id, d.fetch_id FROM documents d WHERE d.fetch_id > ? AND d.text IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM search_docs s WHERE s.url_id = d.url_id AND s.fetch_id = d.fetch_id)"
+            " ORDER BY d.fetch_id LIMIT ?", (last_fetch, limit)).fetchall()
+        changed = sum(self.index(url_id) for url_id, _ in rows)
+        if len(rows) < limit:  # caught up: what is stored from now on is indexed with its page
+            self._set_watermark("search_fetches_indexed", self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0)
+        elif rows:
+            self._set_watermark("search_fetches_indexed", rows[-1][1])
+        return changed + self._refresh_anchors(limit)
+
+    def _refresh_anchors(self, limit: int) -> int:
+        """Pages already indexed that links stored since the last call reach with an anchor
+        text they were not indexed with (a menu repeated on every page brings none)."""
+        last_link = self._watermark("search_links_seen")
+        newest = self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
+        if newest <= last_link:
+            return 0
+        upto = min(newest, last_link + 50 * limit)
+        targets = [target for (target,) in self.db.execute(
+            "SELECT DISTINCT l.target_id FROM links l JOIN search_docs s ON s.url_id = l.target_id"
+            " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != ''", (last_link, upto))]
+        changed = 0
+        for url_id in targets:
+            indexed = self.db.execute(
+                "SELECT s.anchors, d.title, d.text, u.url, s.fetch_id, s.modified_at FROM search_docs s"
+                " JOIN documents d ON d.url_id = s.url_id JOIN urls u ON u.id = s.url_id WHERE s.url_id = ?",
+                (url_id,)).fetchone()
+            if indexed is None or indexed[0] == self._anchors(url_id):
+                continue
+            self._remove(url_id)
+            self._insert(url_id, indexed[4], indexed[1], indexed[2], indexed[3], indexed[5])
+            changed += 1
+        self._set_watermark("search_links_seen", upto)
+        return changed
+
+    def _anchors(self, url_id: int) -> str:
+        return ANCHOR_SEPARATOR.join(anchor for (anchor,) in self.db.execute(
+            "SELECT DISTINCT anchor_text FROM links WHERE target_id = ? AND source_id != target_id"
+            " AND anchor_text != '' ORDER BY anchor_text LIMIT 200", (url_id,)))
+
+    def _insert(self, url_id: int, fetch_id: int, title: str | None, text: str, url: str,
+                modified_at: float | None) -> None:
+        anchors = self._anchors(url_id)
+        self.db.execute("INSERT INTO search_index (rowid, title, body, url_words, anchors) VALUES (?, ?, ?, ?, ?)",
+                        (url_id, title or "", text, _url_words(url), anchors))
+        self.db.execute("INSERT INTO search_docs (url_id, fetch_id, anchors, modified_at) VALUES (?, ?, ?, ?)",
+                        (url_id, fetch_id, anchors, modified_at))
+
+    def _remove(self, url_id: int) -> None:
+        """Take a page out with the very values it was indexed with (a contentless index
+        cannot look them up itself); the document must still be the one indexed."""
+        indexed = self.db.execute(
+            "SELECT s.anchors, d.title, d.text, u.url FROM search_docs s JOIN documents d ON d.url_id = s.url_id"
+            " JOIN urls u ON u.id = s.url_id WHERE s.url_id = ? AND d.fetch_id = s.fetch_id", (url_id,)).fetchone()
+        if indexed is not None:
+            anchors, title, text, url = indexed
+            self.db.execute("INSERT INTO search_index (search_index, rowid, title, body, url_words, anchors)"
+                            " VALUES ('delete', ?, ?, ?, ?, ?)", (url_id, title or "", text, _url_words(url), anchors))
+        self.db.execute("DELETE FROM search_docs WHERE url_id = ?", (url_id,))
+
+    def rebuild(self) -> None:
+        """Drop the index and start again from the store (then :meth:`follow` until it returns 0)."""
+        self.db.execute("DROP TABLE IF EXISTS search_index")
+        self.db.execute("DROP TABLE IF EXISTS search_docs")
+        for statement in SEARCH_SCHEMA.split(";"):
+            if statement.strip():
+                self.db.execute(statement)
+        self.db.execute("DELETE FROM meta WHERE key IN ('search_fetches_indexed', 'search_links_seen')")
+
+    def backlog(self) -> int:
+        """Stored pages the index has not seen yet."""
+        return self.db.execute("SELECT COUNT(*) FROM documents WHERE fetch_id > ? AND text IS NOT NULL",
+                               (self._watermark("search_fetches_indexed"),)).fetchone()[0]
+
+    # -- reading --------------------------------------------------------------------------
+
+    def matches(self, match: str, limit: int, topic: str | None = None, host: str | None = None,
+                mime: str | None = None, since: float | None = None, until: float | None = None) -> list[tuple[int, float]]:
+        """(url id, BM25 score: higher is better) of the best ``limit`` pages matching an FTS5
+        query, within the filters (a topic includes its subtopics)."""
+        where, parameters = ["search_index MATCH ?"], [match]
+        joins = ""
+        if topic:
+            joins += " JOIN documents d ON d.url_id = s.rowid"
+            where.append("(d.topic = ? OR d.topic LIKE ? ESCAPE '\\')")
+            parameters += [topic, topic.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"]
+        if host:
+            joins += " JOIN urls u ON u.id = s.rowid"
+            where.append("u.host = ?")
+            parameters.append(host)
+        if mime or since is not None or until is not None:
+            joins += " JOIN search_docs sd ON sd.url_id = s.rowid"
+        if mime:
+            joins += " JOIN fetches f ON f.id = sd.fetch_id"
+            where.append("f.mime = ?")
+            parameters.append(mime)
+        if since is not None:
+            where.append("sd.modified_at >= ?")
+            parameters.append(since)
+        if until is not None:
+            where.append("sd.modified_at < ?")
+            parameters.append(until)
+        weights = ", ".join(map(str, COLUMN_WEIGHTS))
+        return self.db.execute(
+            f"SELECT s.rowid, -bm25(search_index, {weights}) AS score FROM search_index s{joins}"
+            f" WHERE {' AND '.join(where)} ORDER BY bm25(search_index, {weights}) LIMIT ?",
+            [*parameters, limit]).fetchall()
+
+    def attributes(self, url_ids: list[int]) -> dict[int, dict]:
+        """What ranking and the result list need of each page: classifier confidence, link
+        scores (of the page's topic's latest analysis), dates, title, URL, preview, size."""
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            rows = self.db.execute(
+                "SELECT d.url_id, u.url, u.host, d.title, d.preview, substr(d.text, 1, 300), d.topic,"
+                " COALESCE(d.confidence, d.relevance), d.relevance, f.bytes, f.mime, sd.modified_at,"
+                " ls.hub, ls.authority, ls.pagerank, ls.confidence_pagerank"
+                " FROM documents d JOIN urls u ON u.id = d.url_id JOIN fetches f ON f.id = d.fetch_id"
+                " LEFT JOIN search_docs sd ON sd.url_id = d.url_id"
+                " LEFT JOIN link_scores ls ON ls.url_id = d.url_id AND ls.topic = COALESCE(d.topic, '')"
+                f" WHERE d.url_id IN ({','.join('?' * len(chunk))})", chunk)
+            for (url_id, url, host, title, preview, opening, topic, confidence, relevance, size, mime, modified,
+                 hub, authority, pagerank, confidence_pagerank) in rows:
+                found[url_id] = {
+                    "url_id": url_id, "url": url, "host": host, "title": title or "", "topic": topic,
+                    "preview": preview or opening or "", "confidence": confidence or 0.0, "relevance": relevance,
+                    "size": size, "mime": mime, "modified_at": modified, "hub": hub or 0.0,
+                    "authority": authority or 0.0, "pagerank": pagerank or 0.0,
+                    "confidence_pagerank": confidence_pagerank or 0.0,
+                }
+        return found
+
+    def texts(self, url_ids: list[int]) -> dict[int, tuple[str, str]]:
+        """(title, text) of pages: a surface-word search checks its words in them."""
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            found.update((url_id, (title or "", text or "")) for url_id, title, text in self.db.execute(
+                f"SELECT url_id, title, text FROM documents WHERE url_id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    def neighbours(self, url_id: int, limit: int = 100) -> tuple[list[int], list[int]]:
+        """Stored pages linking to the page, and stored pages it links to (BINGO!'s search in the
+        neighbourhood of a result)."""
+        predecessors = [source for (source,) in self.db.execute(
+            "SELECT DISTINCT l.source_id FROM links l JOIN search_docs s ON s.url_id = l.source_id"
+            " WHERE l.target_id = ? AND l.source_id != ? LIMIT ?", (url_id, url_id, limit))]
+        successors = [target for (target,) in self.db.execute(
+            "SELECT DISTINCT l.target_id FROM links l JOIN search_docs s ON s.url_id = l.target_id"
+            " WHERE l.source_id = ? AND l.target_id != ? LIMIT ?", (url_id, url_id, limit))]
+        return predecessors, successors
+
+    def topics(self) -> list[tuple[str, int]]:
+        """The topics of the indexed pages with their numbers of pages."""
+        return self.db.execute(
+            "SELECT d.topic, COUNT(*) FROM search_docs s JOIN documents d ON d.url_id = s.url_id"
+            " WHERE d.topic IS NOT NULL GROUP BY d.topic ORDER BY d.topic").fetchall()
+
+    def size(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
+
+
+def _url_words(url: str) -> str:
+    """The URL without its scheme: the tokenizer splits it into its words."""
+    return url.partition("://")[2] or url
+
+
+def _modified_at(headers: str | None, fetched_at: float) -> float:
+    """The page's Last-Modified date (a Unix time), else when it was fetched."""
+    try:
+        value = json.loads(headers or "{}").get("last-modified")
+        return parsedate_to_datetime(value).timestamp() if value else fetched_at
+    except (ValueError, TypeError, AttributeError):
+        return fetched_at
+
+
+def open_index(directory) -> SearchIndex:
+    """The search index of a crawl, read-only (a crawl may be running and writing it)."""
+    from focuscrawl.store.queries import read_only
+
+    return SearchIndex(read_only(directory))

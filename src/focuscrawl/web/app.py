@@ -1,0 +1,179 @@
+"""``focuscrawl serve``: one FastAPI application over one or more crawl directories — the search
+page and its JSON API (``/api/...``, described at ``/openapi.json``). Crawled strings are hostile:
+templates autoescape everything they show. It binds 127.0.0.1 unless given a token, and then
+every request must carry it (``Authorization: Bearer …``, or ``?token=`` once, kept in a cookie)."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+
+from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
+from focuscrawl.store import open_index
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+TOKEN_COOKIE = "focuscrawl_token"
+
+
+class PortalError(ValueError):
+    """``serve`` cannot start as asked (one line: what and why)."""
+
+
+def check_binding(host: str, token: str | None) -> None:
+    """Only loopback without a token: anyone who can reach another address could read the crawl."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not token:
+        raise PortalError(f"--host {host} is reachable from other machines: give --token SECRET (every request must then carry it)")
+
+
+class Crawls:
+    """The served crawl directories by name, each read through one read-only connection per thread."""
+
+    def __init__(self, directories: list[Path]):
+        self.directories = {}
+        for directory in directories:
+            name = directory.resolve().name
+            while name in self.directories:
+                name += "_"
+            self.directories[name] = directory
+        self._local = threading.local()
+
+    def search(self, name: str | None) -> tuple[str, Search]:
+        name = name or next(iter(self.directories))
+        if name not in self.directories:
+            raise HTTPException(404, f"no crawl named {name!r} is served")
+        engines = self._local.__dict__.setdefault("engines", {})
+        if name not in engines:
+            engines[name] = Search(open_index(self.directories[name]))
+        return name, engines[name]
+
+
+def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
+    crawls = Crawls(directories)
+    app = FastAPI(title="focuscrawl portal", description="Search the pages of focused crawls (BINGO! §2.4.12, §4.1).")
+    if token is not None:
+        _require_token(app, token)
+    _api_routes(app, crawls)
+    _page_routes(app, crawls)
+    return app
+
+
+def _require_token(app: FastAPI, token: str) -> None:
+    @app.middleware("http")
+    async def require_token(request: Request, call_next):
+        given = request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE) or \
+            request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return JSONResponse({"detail": "a token is required (Authorization: Bearer …)"}, status_code=401)
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+        return response
+
+
+def run_search(crawls: Crawls, request: Request, crawl: str | None, q: str, page: int, within: str | None,
+               words: bool, topic: str | None, host: str | None, mime: str | None, since: str | None,
+               until: str | None) -> dict:
+    """One page of results as the API returns it; weights come as ``w_<attribute>`` parameters."""
+    name, engine = crawls.search(crawl)
+    weights = {name: value for name in ATTRIBUTES if (value := request.query_params.get(f"w_{name}")) not in (None, "")}
+    try:
+        started = time.perf_counter()
+        results = engine.search(q, weights, page, within or None, not words, topic or None, host or None,
+                                mime or None, _day(since), _day(until, end=True))
+    except (QueryError, ValueError) as error:
+        raise HTTPException(400, str(error)) from None
+    return {"crawl": name, "query": q, "within": within, "page": results.page, "pages": results.pages,
+            "total": results.total, "capped": results.capped, "weights": results.weights,
+            "milliseconds": round((time.perf_counter() - started) * 1000, 1),
+            "results": [{**hit, "modified": _date(hit["modified_at"])} for hit in results.hits]}
+
+
+def _api_routes(app: FastAPI, crawls: Crawls) -> None:
+    @app.get("/api/crawls")
+    def api_crawls() -> list[dict]:
+        """The crawls served, with the pages in each one's index and its topics."""
+        served = []
+        for name in crawls.directories:
+            _, engine = crawls.search(name)
+            served.append({"name": name, "pages": engine.index.size(),
+                           "topics": [{"topic": t, "pages": n} for t, n in engine.index.topics()]})
+        return served
+
+    @app.get("/api/search")
+    def api_search(request: Request, q: str = Query(..., description="BINGO! syntax: word, -word, word%, \"a phrase\""),
+                   page: int = Query(1, ge=1), crawl: str | None = None, within: str | None = None,
+                   words: bool = Query(False, description="match surface words, not stems"),
+                   topic: str | None = None, host: str | None = None, mime: str | None = None,
+                   since: str | None = Query(None, description="modified on or after YYYY-MM-DD"),
+                   until: str | None = Query(None, description="modified on or before YYYY-MM-DD")) -> dict:
+        """Ranked results, 25 a page; weights of the ranking attributes as ``w_<attribute>=…``
+        (bm25, confidence, authority, hub, pagerank, topic_pagerank, recency, inverse_recency)."""
+        return run_search(crawls, request, crawl, q, page, within, words, topic, host, mime, since, until)
+
+    @app.get("/api/pages/{crawl}/{url_id}/neighbours")
+    def api_neighbours(crawl: str, url_id: int) -> dict:
+        """Stored pages that link to the page, and those it links to."""
+        return neighbours(crawls, crawl, url_id)
+
+
+def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
+    name, engine = crawls.search(crawl)
+    predecessors, successors = engine.index.neighbours(url_id)
+    found = engine.index.attributes(predecessors + successors)
+    return {"crawl": name, "url_id": url_id, "links_from": [found[i] for i in predecessors if i in found],
+            "links_to": [found[i] for i in successors if i in found]}
+
+
+def _page_routes(app: FastAPI, crawls: Crawls) -> None:
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def search_page(request: Request, q: str = "", page: int = Query(1, ge=1), crawl: str | None = None,
+                    within: str = "", words: bool = False, topic: str = "", host: str = "", mime: str = "",
+                    since: str = "", until: str = ""):
+        name, engine = crawls.search(crawl)
+        context = {"crawls": list(crawls.directories), "crawl": name, "q": q, "within": within, "words": words,
+                   "topic": topic, "host": host, "mime": mime, "since": since, "until": until,
+                   "topics": engine.index.topics(), "attributes": ATTRIBUTES, "error": None, "results": None,
+                   "weights": {**DEFAULT_WEIGHTS, **{a: request.query_params.get(f"w_{a}") for a in ATTRIBUTES
+                                                     if request.query_params.get(f"w_{a}") not in (None, "")}}}
+        if q.strip():
+            try:
+                context["results"] = run_search(crawls, request, name, q, page, within, words, topic, host, mime,
+                                                since, until)
+            except HTTPException as error:
+                context["error"] = error.detail
+        return TEMPLATES.TemplateResponse(request, "search.html", context)
+
+    @app.get("/neighbours/{crawl}/{url_id}", response_class=HTMLResponse, include_in_schema=False)
+    def neighbours_page(request: Request, crawl: str, url_id: int):
+        _, engine = crawls.search(crawl)
+        page = engine.index.attributes([url_id]).get(url_id)
+        if page is None:
+            return RedirectResponse(f"/?crawl={crawl}")
+        return TEMPLATES.TemplateResponse(request, "neighbours.html", {"page": page, **neighbours(crawls, crawl, url_id)})
+
+
+def _day(text: str | None, end: bool = False) -> float | None:
+    """A YYYY-MM-DD date as a Unix time (the start of the day, or the end of it)."""
+    if not text:
+        return None
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ValueError(f"date {text!r} is not YYYY-MM-DD") from None
+    return day.timestamp() + (86400 if end else 0)
+
+
+def _date(timestamp: float | None) -> str | None:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d") if timestamp else None
