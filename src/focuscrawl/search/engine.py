@@ -89,7 +89,13 @@ def checked_weights(weights: dict[str, float] | None) -> dict[str, float]:
     unknown = set(weights or {}) - set(ATTRIBUTES)
     if unknown:
         raise QueryError(f"unknown ranking attribute {sorted(unknown)[0]!r}: one of {', '.join(ATTRIBUTES)}")
-    return {**DEFAULT_WEIGHTS, **{name: float(value) for name, value in (weights or {}).items()}}
+    checked = dict(DEFAULT_WEIGHTS)
+    for name, value in (weights or {}).items():
+        try:
+            checked[name] = float(value)
+        except (TypeError, ValueError):
+            raise QueryError(f"the weight of {name} is not a number: {value!r}") from None
+    return checked
 
 
 def attribute_matrix(hits: list[dict]) -> np.ndarray:

@@ -87,7 +87,7 @@ def run_search(crawls: Crawls, request: Request, crawl: str | None, q: str, page
                until: str | None) -> dict:
     """One page of results as the API returns it; weights come as ``w_<attribute>`` parameters."""
     name, engine = crawls.search(crawl)
-    weights = {name: value for name in ATTRIBUTES if (value := request.query_params.get(f"w_{name}")) not in (None, "")}
+    weights = {key[2:]: value for key, value in request.query_params.items() if key.startswith("w_") and value != ""}
     try:
         started = time.perf_counter()
         results = engine.search(q, weights, page, within or None, not words, topic or None, host or None,

@@ -1,0 +1,267 @@
+"""The portal's search: the index a crawl keeps, BINGO!'s query syntax, the ranking, and
+``focuscrawl serve`` as a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from focuscrawl.crawler import Crawler
+from focuscrawl.search import QueryError, Search, parse_query
+from focuscrawl.search.engine import attribute_matrix
+from focuscrawl.search.indexing import index_crawl
+from focuscrawl.store import open_index
+
+EVIL_TITLE = '<script>document.title="pwned"</script><b>Evil</b>'
+
+
+def portal_site(listed: int = 30) -> dict[str, str]:
+    """A small site: pages on sockets and databases, a page whose title and text carry HTML,
+    and ``listed`` pages sharing the word 'inventory' (for paging)."""
+    escaped = EVIL_TITLE.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    pages = {
+        "/": "<title>Home</title><p>Start here.</p><a href='/a'>socket guide</a> <a href='/b'>logging</a>"
+             " <a href='/c'>both</a> <a href='/evil'>evil</a> <a href='/list/0'>inventory</a>",
+        "/a": "<title>Sockets</title><p>Sockets carry bytes between hosts over networks.</p><a href='/late'>more</a>",
+        "/b": "<title>Write-ahead logging</title><p>A write ahead log keeps databases durable after crashes.</p>",
+        "/c": "<title>Sockets and databases</title><p>A database server listens on a socket for clients.</p>",
+        "/late": "<title>Late</title><p>Zebrafish swim here.</p><a href='/a'>unicorn handbook</a>",
+        "/evil": f"<title>{escaped}</title><p>{escaped} tells about sockets.</p>",
+    }
+    for i in range(listed):
+        pages[f"/list/{i}"] = (f"<title>Inventory item {i}</title><p>Inventory of warehouse shelf {i}: boxes.</p>"
+                               + (f"<a href='/list/{i + 1}'>next shelf</a>" if i + 1 < listed else ""))
+    return pages
+
+
+@pytest.fixture
+def portal_crawl(serve, make_config, tmp_path) -> tuple[Path, object]:
+    server = serve(portal_site())
+    directory = tmp_path / "crawl"
+    asyncio.run(Crawler.create(make_config(seeds=[server.url("/")], strategy="bfs"), directory).run())
+    return directory, server
+
+
+def urls(results) -> list[str]:
+    return [urllib.parse.urlsplit(hit["url"]).path for hit in results.hits]
+
+
+def test_bingo_query_syntax_becomes_a_quoted_fts5_query():
+    assert parse_query("socket").match() == '"socket"'
+    assert parse_query('sock% -udp "write ahead log"').match() == '("write ahead log" AND "sock" *) NOT "udp"'
+    assert parse_query("tcp/ip -pre%").match() == '("tcp ip") NOT "pre" *'
+    assert parse_query("NOT OR").match() == '"NOT" AND "OR"'  # FTS5's own operators are words here
+    for text in ("", "-x", '-"a b"', "%"):
+        with pytest.raises(QueryError):
+            parse_query(text)
+
+
+def test_a_crawl_indexes_its_pages_and_each_operator_finds_them(portal_crawl):
+    directory, _ = portal_crawl
+    search = Search(open_index(directory))
+    assert search.index.size() == 36  # every page with text: the home page, five pages, 30 listed
+    assert set(urls(search.search("socket"))) == {"/a", "/c", "/evil", "/"}  # '/': anchor text of its link
+    assert set(urls(search.search("socket -database"))) == {"/a", "/evil", "/"}
+    assert set(urls(search.search("datab%"))) == {"/b", "/c"}
+    assert urls(search.search('"write ahead log"')) == ["/b"]
+    assert set(urls(search.search("zebrafish"))) == {"/late"}
+    assert set(urls(search.search("guide"))) == {"/a", "/"}  # /a by the anchor of the link to it
+    assert "/b" in urls(search.search("logging"))  # stems: 'logging' and 'log'
+    assert set(urls(search.search("log", stems=False))) == {"/b"}
+    assert urls(search.search("logs", stems=False)) == []
+    assert "/list/3" in urls(search.search("list"))  # the words of the URL
+
+
+def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_crawl):
+    directory, _ = portal_crawl
+    search = Search(open_index(directory))
+    # /a was indexed when fetched, before /late (which links to it as 'unicorn handbook') was
+    assert urls(search.search("unicorn")) == ["/late"]  # its own text
+    done = index_crawl(directory)
+    assert done["indexed"] >= 1
+    assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
+    assert index_crawl(directory)["indexed"] == 0  # nothing new
+    rebuilt = index_crawl(directory, rebuild=True)
+    assert rebuilt["indexed"] == 36 and rebuilt["pages_in_index"] == 36
+    assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
+
+
+def test_ranking_normalises_every_attribute_and_the_weights_decide_the_order(portal_crawl):
+    directory, _ = portal_crawl
+    hits = [{"bm25": 3.0, "confidence": 0.5, "authority": 0.0, "hub": 0.2, "pagerank": 0.1, "confidence_pagerank": 0.0,
+             "modified_at": 100.0},
+            {"bm25": 4.0, "confidence": 0.5, "authority": 0.0, "hub": 0.0, "pagerank": 0.3, "confidence_pagerank": 0.0,
+             "modified_at": 300.0}]
+    columns = attribute_matrix(hits)
+    assert np.allclose(np.linalg.norm(columns, axis=0), [1, 1, 0, 1, 1, 0, 1, 1])
+    assert columns[:, 6].tolist() == [0.0, 1.0] and columns[:, 7].tolist() == [1.0, 0.0]  # recency, inverse recency
+    search = Search(open_index(directory))
+    newest = search.search("inventory", {"bm25": 0, "confidence": 0, "authority": 0, "recency": 1}).hits[0]
+    oldest = search.search("inventory", {"bm25": 0, "confidence": 0, "authority": 0, "inverse_recency": 1}).hits[0]
+    assert newest["modified_at"] >= oldest["modified_at"]
+    with pytest.raises(QueryError, match="unknown ranking attribute 'fame'"):
+        search.search("inventory", {"fame": 1})
+
+
+@pytest.fixture
+def portal(portal_crawl):
+    """``focuscrawl serve`` on the crawl, as a user starts it; yields a GET function."""
+    directory, _ = portal_crawl
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+    try:
+        base = _wait_for_address(process)
+        yield lambda path, **headers: _get(base + path, headers)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _wait_for_address(process) -> str:
+    for line in process.stderr:
+        found = re.search(r"serving on (http://\S+)/", line)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"serve ended without serving (exit {process.wait(5)})")
+
+
+def _get(url: str, headers: dict) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_the_api_searches_pages_with_paging_and_explains_bad_queries(portal):
+    status, body = portal("/api/search?q=inventory")
+    first = json.loads(body)
+    assert status == 200 and first["total"] == 31 and first["pages"] == 2 and len(first["results"]) == 25
+    second = json.loads(portal("/api/search?q=inventory&page=2")[1])
+    assert len(second["results"]) == 6
+    assert not {r["url"] for r in first["results"]} & {r["url"] for r in second["results"]}
+    within = json.loads(portal("/api/search?q=shelf&within=" + urllib.parse.quote("inventory -box"))[1])
+    assert within["total"] == 0  # every listed page has 'boxes': the stem of 'box'
+    status, body = portal("/api/search?q=" + urllib.parse.quote("-socket"))
+    assert status == 400 and "needs at least one word" in json.loads(body)["detail"]
+    status, body = portal("/api/search?q=inventory&w_fame=1")
+    assert status == 400 and "unknown ranking attribute" in body
+    assert portal("/api/search?q=inventory&since=yesterday")[0] == 400
+    spec = json.loads(portal("/openapi.json")[1])
+    assert "/api/search" in spec["paths"] and "/api/crawls" in spec["paths"]
+    crawls = json.loads(portal("/api/crawls")[1])
+    assert crawls[0]["pages"] == 36
+
+
+def test_crawled_html_is_shown_as_text_in_the_pages(portal):
+    status, html = portal("/?q=evil")
+    assert status == 200
+    assert "<script>document.title" not in html and "<b>Evil</b>" not in html
+    assert "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;&lt;b&gt;Evil&lt;/b&gt;" in html
+    evil = json.loads(portal("/api/search?q=evil")[1])["results"][0]
+    assert evil["title"] == EVIL_TITLE  # the API returns the text as crawled: JSON is not HTML
+    crawl = json.loads(portal("/api/crawls")[1])[0]["name"]
+    neighbours = json.loads(portal(f"/api/pages/{crawl}/{evil['url_id']}/neighbours")[1])
+    assert [urllib.parse.urlsplit(p["url"]).path for p in neighbours["links_from"]] == ["/"]
+    status, html = portal(f"/neighbours/{crawl}/{evil['url_id']}")
+    assert status == 200 and "&lt;script&gt;" in html and "<script>" not in html
+
+
+def test_serve_needs_a_token_to_listen_beyond_loopback_and_then_asks_for_it(portal_crawl):
+    directory, _ = portal_crawl
+    refused = subprocess.run([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--host", "0.0.0.0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip() == ("error: --host 0.0.0.0 is reachable from other machines: give --token SECRET"
+                                      " (every request must then carry it)")
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0",
+                                "--token", "s3cret"], stderr=subprocess.PIPE, text=True)
+    try:
+        base = _wait_for_address(process)
+        assert _get(base + "/api/search?q=socket", {})[0] == 401
+        assert _get(base + "/api/search?q=socket", {"Authorization": "Bearer wrong"})[0] == 401
+        assert _get(base + "/api/search?q=socket", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert _get(base + "/?q=socket&token=s3cret", {})[0] == 200
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium (Debian's chromium and chromium-driver) through Selenium, started so that
+    it reaches nothing beyond the pages it is sent to."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+    if not (binary.exists() and driver.exists()):
+        if os.environ.get("CI"):
+            pytest.fail("chromium and chromium-driver must be installed in CI (.ci/run installs them)")
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(binary)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1200,1000"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=Service(str(driver)))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+@pytest.fixture
+def portal_url(portal_crawl):
+    directory, _ = portal_crawl
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        yield _wait_for_address(process)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_user_searches_with_each_operator_pages_on_and_sees_crawled_html_as_text(browser, portal_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    def search(query: str) -> list[str]:
+        browser.get(portal_url + "/")
+        box = browser.find_element(By.NAME, "q")
+        box.send_keys(query, Keys.ENTER)
+        WebDriverWait(browser, 10).until(expected_conditions.staleness_of(box))  # the results page is there
+        return [urllib.parse.urlsplit(a.get_attribute("href")).path
+                for a in browser.find_elements(By.CSS_SELECTOR, "ol.results .title a")]
+
+    assert set(search("socket -database")) == {"/a", "/evil", "/"}
+    assert set(search("datab%")) == {"/b", "/c"}
+    assert search('"write ahead log"') == ["/b"]
+    assert len(search("inventory")) == 25
+    assert "page 1 of 2" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    next_page = browser.find_element(By.CSS_SELECTOR, "nav.pages a[rel=next]")
+    next_page.click()
+    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(next_page))
+    assert "page 2 of 2" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "ol.results > li")) == 6
+    assert search("-socket") == []
+    assert "needs at least one word" in browser.find_element(By.CSS_SELECTOR, ".error").text
+    assert search("evil")[0] == "/evil"
+    shown = browser.find_element(By.CSS_SELECTOR, "ol.results .title a").text
+    assert shown == EVIL_TITLE  # the markup as text: nothing of it ran or was rendered
+    assert browser.title != "pwned" and not browser.find_elements(By.CSS_SELECTOR, "ol.results .title b")
