@@ -99,11 +99,8 @@ def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_
 
 def test_ranking_normalises_every_attribute_and_the_weights_decide_the_order(portal_crawl):
     directory, _ = portal_crawl
-    hits = [{"bm25": 3.0, "confidence": 0.5, "authority": 0.0, "hub": 0.2, "pagerank": 0.1, "confidence_pagerank": 0.0,
-             "modified_at": 100.0},
-            {"bm25": 4.0, "confidence": 0.5, "authority": 0.0, "hub": 0.0, "pagerank": 0.3, "confidence_pagerank": 0.0,
-             "modified_at": 300.0}]
-    columns = attribute_matrix(hits)
+    # bm25, confidence, modified_at, hub, authority, pagerank, confidence_pagerank
+    columns = attribute_matrix(np.array([[3.0, 0.5, 100.0, 0.2, 0.0, 0.1, 0.0], [4.0, 0.5, 300.0, 0.0, 0.0, 0.3, 0.0]]))
     assert np.allclose(np.linalg.norm(columns, axis=0), [1, 1, 0, 1, 1, 0, 1, 1])
     assert columns[:, 6].tolist() == [0.0, 1.0] and columns[:, 7].tolist() == [1.0, 0.0]  # recency, inverse recency
     search = Search(open_index(directory))

@@ -60,20 +60,23 @@ class Search:
             matches = self._with_surface_words(matches, parsed)
         ranked = self.rank(matches, weights)
         first = (max(page, 1) - 1) * PAGE_SIZE
-        return Results(text, max(page, 1), len(ranked), weights, ranked[first:first + PAGE_SIZE])
+        shown = ranked[first:first + PAGE_SIZE]
+        details = self.index.details([hit["url_id"] for hit in shown])
+        return Results(text, max(page, 1), len(ranked), weights,
+                       [{**details[hit["url_id"]], **hit} for hit in shown if hit["url_id"] in details])
 
     def rank(self, matches: list[tuple[int, float]], weights: dict[str, float]) -> list[dict]:
-        """The candidates with their attributes and score, best first (eq. 4.1)."""
+        """The candidates' url ids with their attributes and score, best first (eq. 4.1)."""
         if not matches:
             return []
-        attributes = self.index.attributes([url_id for url_id, _ in matches])
-        hits = [{**attributes[url_id], "bm25": bm25} for url_id, bm25 in matches if url_id in attributes]
-        columns = attribute_matrix(hits)
+        ranking = self.index.ranking([url_id for url_id, _ in matches])
+        kept = [(url_id, bm25) for url_id, bm25 in matches if url_id in ranking]
+        raw = np.array([(bm25, *ranking[url_id][1:]) for url_id, bm25 in kept], dtype=float).reshape(len(kept), 7)
+        columns = attribute_matrix(raw)
         scores = columns @ np.array([weights[name] for name in ATTRIBUTES])
-        for hit, score, values in zip(hits, scores.tolist(), columns.tolist()):
-            hit["score"] = score
-            hit["attributes"] = dict(zip(ATTRIBUTES, values))
-        return sorted(hits, key=lambda hit: -hit["score"])
+        order = np.argsort(-scores, kind="stable")
+        return [{"url_id": kept[i][0], "score": float(scores[i]), "topic": ranking[kept[i][0]][0],
+                 "attributes": dict(zip(ATTRIBUTES, columns[i].tolist()))} for i in order.tolist()]
 
     def _with_surface_words(self, matches: list[tuple[int, float]], parsed: ParsedQuery) -> list[tuple[int, float]]:
         """Only pages whose title or text hold every required word as typed (the index holds stems)."""
@@ -98,18 +101,16 @@ def checked_weights(weights: dict[str, float] | None) -> dict[str, float]:
     return checked
 
 
-def attribute_matrix(hits: list[dict]) -> np.ndarray:
-    """Candidates × ATTRIBUTES, each column normalised to unit length (a column that is zero
-    throughout stays zero). Recency is the Last-Modified date scaled to [0, 1] over the
-    candidates; inverse recency is one minus it."""
-    modified = np.array([hit["modified_at"] or 0.0 for hit in hits], dtype=float)
-    span = modified.max() - modified.min() if len(hits) else 0.0
-    recency = (modified - modified.min()) / span if span > 0 else np.ones(len(hits))
-    columns = np.column_stack([
-        [hit["bm25"] for hit in hits], [hit["confidence"] for hit in hits], [hit["authority"] for hit in hits],
-        [hit["hub"] for hit in hits], [hit["pagerank"] for hit in hits], [hit["confidence_pagerank"] for hit in hits],
-        recency, 1.0 - recency if span > 0 else np.ones(len(hits)),
-    ]).astype(float)
+def attribute_matrix(raw: np.ndarray) -> np.ndarray:
+    """From candidates × (bm25, confidence, modified_at, hub, authority, pagerank,
+    confidence_pagerank) to candidates × ATTRIBUTES, each column normalised to unit length (a
+    column that is zero throughout stays zero). Recency is the Last-Modified date scaled to
+    [0, 1] over the candidates; inverse recency is one minus it."""
+    bm25, confidence, modified, hub, authority, pagerank, confidence_pagerank = raw.T
+    span = np.ptp(modified) if len(raw) else 0.0
+    recency = (modified - modified.min()) / span if span > 0 else np.ones(len(raw))
+    inverse = 1.0 - recency if span > 0 else np.ones(len(raw))
+    columns = np.column_stack([bm25, confidence, authority, hub, pagerank, confidence_pagerank, recency, inverse])
     lengths = np.linalg.norm(columns, axis=0)
     return columns / np.where(lengths > 0, lengths, 1.0)
 

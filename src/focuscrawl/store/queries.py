@@ -79,8 +79,13 @@ class Queries:
         return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
 
     def set_judgements(self, rows: Iterable[tuple[float, str | None, float | None, int]]) -> None:
-        """New judgements of stored pages, as (relevance, topic, confidence, url id)."""
+        """New judgements of stored pages, as (relevance, topic, confidence, url id); the search
+        index ranks by them too."""
+        rows = list(rows)
         self.db.executemany("UPDATE documents SET relevance = ?, topic = ?, confidence = ? WHERE url_id = ?", rows)
+        self.db.executemany("UPDATE search_docs SET topic = ?, confidence = ? WHERE url_id = ?",
+                            [(topic, relevance if confidence is None else confidence, url_id)
+                             for relevance, topic, confidence, url_id in rows])
 
     def relevance_by_url(self) -> dict[str, float]:
         """The critic's score of every judged page, by the URL asked for and the URL a redirect ended at."""

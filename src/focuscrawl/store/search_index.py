@@ -22,11 +22,13 @@ from email.utils import parsedate_to_datetime
 SEARCH_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5(
     title, body, url_words, anchors, content='', tokenize='porter unicode61 remove_diacritics 2');
-CREATE TABLE IF NOT EXISTS search_docs (
+CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index needs beside the text, and what ranks it
     url_id INTEGER PRIMARY KEY,
     fetch_id INTEGER NOT NULL,  -- the fetch whose document was indexed
     anchors TEXT NOT NULL,  -- as indexed
-    modified_at REAL  -- Last-Modified, else when it was fetched
+    modified_at REAL,  -- Last-Modified, else when it was fetched
+    topic TEXT,  -- the document's, copied (reading it there walks past the text's overflow pages)
+    confidence REAL  -- the classifier's: BINGO!'s confidence with a taxonomy, else the critic's score
 );
 """
 # BM25 weights of the columns: a word in the title or in the anchors of links to the page says
@@ -61,13 +63,14 @@ class SearchIndex:
     def index(self, url_id: int) -> bool:
         """Index a page just stored (in its transaction), unless it has no text to index."""
         row = self.db.execute(
-            "SELECT d.fetch_id, d.title, d.text, u.url, f.headers, f.fetched_at FROM documents d"
-            " JOIN urls u ON u.id = d.url_id JOIN fetches f ON f.id = d.fetch_id WHERE d.url_id = ?", (url_id,)).fetchone()
+            "SELECT d.fetch_id, d.title, d.text, u.url, f.headers, f.fetched_at, d.topic, COALESCE(d.confidence, d.relevance)"
+            " FROM documents d JOIN urls u ON u.id = d.url_id JOIN fetches f ON f.id = d.fetch_id WHERE d.url_id = ?",
+            (url_id,)).fetchone()
         if row is None or row[2] is None:
             return False
-        fetch_id, title, text, url, headers, fetched_at = row
+        fetch_id, title, text, url, headers, fetched_at, topic, confidence = row
         self._remove(url_id)
-        self._insert(url_id, fetch_id, title, text, url, _modified_at(headers, fetched_at))
+        self._insert(url_id, fetch_id, title, text, url, _modified_at(headers, fetched_at), topic, confidence)
         return True
 
     def follow(self, limit: int = 2000) -> int:
@@ -100,13 +103,14 @@ class SearchIndex:
         changed = 0
         for url_id in targets:
             indexed = self.db.execute(
-                "SELECT s.anchors, d.title, d.text, u.url, s.fetch_id, s.modified_at FROM search_docs s"
-                " JOIN documents d ON d.url_id = s.url_id JOIN urls u ON u.id = s.url_id WHERE s.url_id = ?",
-                (url_id,)).fetchone()
+                "SELECT s.anchors, d.title, d.text, u.url, s.fetch_id, s.modified_at, s.topic, s.confidence"
+                " FROM search_docs s JOIN documents d ON d.url_id = s.url_id JOIN urls u ON u.id = s.url_id"
+                " WHERE s.url_id = ?", (url_id,)).fetchone()
             if indexed is None or indexed[0] == self._anchors(url_id):
                 continue
+            _, title, text, url, fetch_id, modified_at, topic, confidence = indexed
             self._remove(url_id)
-            self._insert(url_id, indexed[4], indexed[1], indexed[2], indexed[3], indexed[5])
+            self._insert(url_id, fetch_id, title, text, url, modified_at, topic, confidence)
             changed += 1
         self._set_watermark("search_links_seen", upto)
         return changed
@@ -117,12 +121,12 @@ class SearchIndex:
             " AND anchor_text != '' ORDER BY anchor_text LIMIT 200", (url_id,)))
 
     def _insert(self, url_id: int, fetch_id: int, title: str | None, text: str, url: str,
-                modified_at: float | None) -> None:
+                modified_at: float | None, topic: str | None, confidence: float | None) -> None:
         anchors = self._anchors(url_id)
         self.db.execute("INSERT INTO search_index (rowid, title, body, url_words, anchors) VALUES (?, ?, ?, ?, ?)",
                         (url_id, title or "", text, _url_words(url), anchors))
-        self.db.execute("INSERT INTO search_docs (url_id, fetch_id, anchors, modified_at) VALUES (?, ?, ?, ?)",
-                        (url_id, fetch_id, anchors, modified_at))
+        self.db.execute("INSERT INTO search_docs (url_id, fetch_id, anchors, modified_at, topic, confidence)"
+                        " VALUES (?, ?, ?, ?, ?, ?)", (url_id, fetch_id, anchors, modified_at, topic, confidence))
 
     def _remove(self, url_id: int) -> None:
         """Take a page out with the very values it was indexed with (a contentless index
@@ -158,16 +162,15 @@ class SearchIndex:
         query, within the filters (a topic includes its subtopics)."""
         where, parameters = ["search_index MATCH ?"], [match]
         joins = ""
+        if topic or since is not None or until is not None or mime:
+            joins += " JOIN search_docs sd ON sd.url_id = s.rowid"
         if topic:
-            joins += " JOIN documents d ON d.url_id = s.rowid"
-            where.append("(d.topic = ? OR d.topic LIKE ? ESCAPE '\\')")
+            where.append("(sd.topic = ? OR sd.topic LIKE ? ESCAPE '\\')")
             parameters += [topic, topic.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"]
         if host:
             joins += " JOIN urls u ON u.id = s.rowid"
             where.append("u.host = ?")
             parameters.append(host)
-        if mime or since is not None or until is not None:
-            joins += " JOIN search_docs sd ON sd.url_id = s.rowid"
         if mime:
             joins += " JOIN fetches f ON f.id = sd.fetch_id"
             where.append("f.mime = ?")
@@ -184,29 +187,34 @@ class SearchIndex:
             f" WHERE {' AND '.join(where)} ORDER BY bm25(search_index, {weights}) LIMIT ?",
             [*parameters, limit]).fetchall()
 
-    def attributes(self, url_ids: list[int]) -> dict[int, dict]:
-        """What ranking and the result list need of each page: classifier confidence, link
-        scores (of the page's topic's latest analysis), dates, title, URL, preview, size."""
+    def ranking(self, url_ids: list[int]) -> dict[int, tuple]:
+        """What ranks each page beside BM25: (topic, confidence, modified_at, hub, authority,
+        pagerank, confidence_pagerank), the link scores of its topic's latest analysis (0: none)."""
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            found.update((row[0], row[1:]) for row in self.db.execute(
+                "SELECT sd.url_id, sd.topic, COALESCE(sd.confidence, 0), sd.modified_at, COALESCE(ls.hub, 0),"
+                " COALESCE(ls.authority, 0), COALESCE(ls.pagerank, 0), COALESCE(ls.confidence_pagerank, 0)"
+                " FROM search_docs sd LEFT JOIN link_scores ls ON ls.topic = COALESCE(sd.topic, '') AND ls.url_id = sd.url_id"
+                f" WHERE sd.url_id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    def details(self, url_ids: list[int]) -> dict[int, dict]:
+        """What a result list shows of each page: URL, host, title, the topic-specific preview (or
+        the text's opening), topic, the critic's score, size, MIME type, Last-Modified."""
         found = {}
         for start in range(0, len(url_ids), 500):
             chunk = url_ids[start:start + 500]
             rows = self.db.execute(
-                "SELECT d.url_id, u.url, u.host, d.title, d.preview, substr(d.text, 1, 300), d.topic,"
-                " COALESCE(d.confidence, d.relevance), d.relevance, f.bytes, f.mime, sd.modified_at,"
-                " ls.hub, ls.authority, ls.pagerank, ls.confidence_pagerank"
-                " FROM documents d JOIN urls u ON u.id = d.url_id JOIN fetches f ON f.id = d.fetch_id"
-                " LEFT JOIN search_docs sd ON sd.url_id = d.url_id"
-                " LEFT JOIN link_scores ls ON ls.url_id = d.url_id AND ls.topic = COALESCE(d.topic, '')"
+                "SELECT d.url_id, u.url, u.host, d.title, COALESCE(d.preview, substr(d.text, 1, 300), ''), d.topic,"
+                " d.relevance, f.bytes, f.mime, sd.modified_at FROM documents d JOIN urls u ON u.id = d.url_id"
+                " JOIN fetches f ON f.id = d.fetch_id LEFT JOIN search_docs sd ON sd.url_id = d.url_id"
                 f" WHERE d.url_id IN ({','.join('?' * len(chunk))})", chunk)
-            for (url_id, url, host, title, preview, opening, topic, confidence, relevance, size, mime, modified,
-                 hub, authority, pagerank, confidence_pagerank) in rows:
-                found[url_id] = {
-                    "url_id": url_id, "url": url, "host": host, "title": title or "", "topic": topic,
-                    "preview": preview or opening or "", "confidence": confidence or 0.0, "relevance": relevance,
-                    "size": size, "mime": mime, "modified_at": modified, "hub": hub or 0.0,
-                    "authority": authority or 0.0, "pagerank": pagerank or 0.0,
-                    "confidence_pagerank": confidence_pagerank or 0.0,
-                }
+            for url_id, url, host, title, preview, topic, relevance, size, mime, modified in rows:
+                found[url_id] = {"url_id": url_id, "url": url, "host": host, "title": title or "", "preview": preview,
+                                 "topic": topic, "relevance": relevance, "size": size, "mime": mime,
+                                 "modified_at": modified}
         return found
 
     def texts(self, url_ids: list[int]) -> dict[int, tuple[str, str]]:
@@ -231,9 +239,15 @@ class SearchIndex:
 
     def topics(self) -> list[tuple[str, int]]:
         """The topics of the indexed pages with their numbers of pages."""
-        return self.db.execute(
-            "SELECT d.topic, COUNT(*) FROM search_docs s JOIN documents d ON d.url_id = s.url_id"
-            " WHERE d.topic IS NOT NULL GROUP BY d.topic ORDER BY d.topic").fetchall()
+        return self.db.execute("SELECT topic, COUNT(*) FROM search_docs WHERE topic IS NOT NULL GROUP BY topic"
+                               " ORDER BY topic").fetchall()
+
+    def frequent_terms(self, count: int, lowest: int = 2) -> list[tuple[str, int]]:
+        """Indexed terms (stems) with the number of pages holding each, the most frequent first
+        (FTS5's vocabulary table over the index): queries for benchmarks."""
+        self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocabulary USING fts5vocab(main, search_index, row)")
+        return self.db.execute("SELECT term, doc FROM temp.search_vocabulary WHERE doc >= ? AND term GLOB '[a-z]*'"
+                               " ORDER BY doc DESC LIMIT ?", (lowest, count)).fetchall()
 
     def size(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]

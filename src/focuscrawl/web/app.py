@@ -131,7 +131,7 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
 def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
     name, engine = crawls.search(crawl)
     predecessors, successors = engine.index.neighbours(url_id)
-    found = engine.index.attributes(predecessors + successors)
+    found = engine.index.details(predecessors + successors)
     return {"crawl": name, "url_id": url_id, "links_from": [found[i] for i in predecessors if i in found],
             "links_to": [found[i] for i in successors if i in found]}
 
@@ -158,7 +158,7 @@ def _page_routes(app: FastAPI, crawls: Crawls) -> None:
     @app.get("/neighbours/{crawl}/{url_id}", response_class=HTMLResponse, include_in_schema=False)
     def neighbours_page(request: Request, crawl: str, url_id: int):
         _, engine = crawls.search(crawl)
-        page = engine.index.attributes([url_id]).get(url_id)
+        page = engine.index.details([url_id]).get(url_id)
         if page is None:
             return RedirectResponse(f"/?crawl={crawl}")
         return TEMPLATES.TemplateResponse(request, "neighbours.html", {"page": page, **neighbours(crawls, crawl, url_id)})
