@@ -111,6 +111,16 @@ def test_ranking_normalises_every_attribute_and_the_weights_decide_the_order(por
         search.search("inventory", {"fame": 1})
 
 
+def test_similar_pages_are_those_with_the_nearest_words(portal_crawl):
+    directory, _ = portal_crawl
+    search = Search(open_index(directory))
+    shelf = next(hit for hit in search.search("inventory").hits if hit["url"].endswith("/list/3"))
+    similar = search.similar(shelf["url_id"], count=10)
+    assert len(similar) == 10 and all("/list/" in hit["url"] for hit in similar)
+    assert shelf["url_id"] not in {hit["url_id"] for hit in similar}
+    assert similar[0]["similarity"] >= similar[-1]["similarity"] > 0
+
+
 @pytest.fixture
 def portal(portal_crawl):
     """``focuscrawl serve`` on the crawl, as a user starts it; yields a GET function."""

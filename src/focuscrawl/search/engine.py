@@ -12,15 +12,18 @@ import sqlite3
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import sparse
 
 from focuscrawl.search.query import ParsedQuery, QueryError, parse_query
 from focuscrawl.store.search_index import SearchIndex
+from focuscrawl.text import Analyzer, stopword_set, word_counts
 
 ATTRIBUTES = ("bm25", "confidence", "authority", "hub", "pagerank", "topic_pagerank", "recency", "inverse_recency")
 DEFAULT_WEIGHTS = {"bm25": 1.0, "confidence": 0.5, "authority": 0.25, "hub": 0.0, "pagerank": 0.0,
                    "topic_pagerank": 0.0, "recency": 0.0, "inverse_recency": 0.0}
 PAGE_SIZE = 25  # results per page, as BINGO!'s evaluation showed them
 CANDIDATES = 1000  # the best BM25 matches that are re-ranked
+SIMILAR_WORDS, SIMILAR_CANDIDATES = 30, 200  # a similarity search's query words and the pages it compares
 
 
 @dataclass
@@ -78,6 +81,28 @@ class Search:
         return [{"url_id": kept[i][0], "score": float(scores[i]), "topic": ranking[kept[i][0]][0],
                  "attributes": dict(zip(ATTRIBUTES, columns[i].tolist()))} for i in order.tolist()]
 
+    def similar(self, url_id: int, count: int = PAGE_SIZE) -> list[dict]:
+        """BINGO!'s similarity search: pages whose term vectors are nearest the page's by cosine.
+        The page's most frequent words fetch the candidates from the index (any of them), then
+        the candidates' TF-IDF vectors (IDF over the candidates and the page) are compared."""
+        texts = self.index.texts([url_id])
+        if url_id not in texts:
+            return []
+        analyzer, stop = Analyzer(), stopword_set("en")
+        own = analyzer.term_frequencies(" ".join(texts[url_id]))
+        words = [word for word, _ in word_counts(" ".join(texts[url_id])).most_common(200)
+                 if len(word) > 2 and word not in stop][:SIMILAR_WORDS]
+        if not words:
+            return []
+        matches = self.index.matches(" OR ".join(f'"{word}"' for word in words), SIMILAR_CANDIDATES)
+        others = [other for other, _ in matches if other != url_id]
+        candidate_texts = self.index.texts(others)
+        vectors = [own] + [analyzer.term_frequencies(" ".join(candidate_texts[other])) for other in others]
+        similarity = _cosines(vectors)
+        best = np.argsort(-similarity, kind="stable")[:count]
+        details = self.index.details([others[i] for i in best.tolist()])
+        return [{**details[others[i]], "similarity": float(similarity[i])} for i in best.tolist() if others[i] in details]
+
     def _with_surface_words(self, matches: list[tuple[int, float]], parsed: ParsedQuery) -> list[tuple[int, float]]:
         """Only pages whose title or text hold every required word as typed (the index holds stems)."""
         patterns = [re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, term.split())) + r"(?!\w)", re.IGNORECASE)
@@ -85,6 +110,22 @@ class Search:
         texts = self.index.texts([url_id for url_id, _ in matches])
         return [(url_id, score) for url_id, score in matches
                 if all(p.search(texts[url_id][0]) or p.search(texts[url_id][1]) for p in patterns)]
+
+
+def _cosines(vectors: list[dict[str, int]]) -> np.ndarray:
+    """Cosine of the first term vector with each of the others, over log-TF × IDF weights."""
+    vocabulary = {term: i for i, term in enumerate({term for vector in vectors for term in vector})}
+    rows, cols, values = [], [], []
+    for row, vector in enumerate(vectors):
+        rows += [row] * len(vector)
+        cols += [vocabulary[term] for term in vector]
+        values += [1.0 + np.log(count) for count in vector.values()]
+    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(vectors), len(vocabulary)))
+    document_frequency = np.bincount(matrix.indices, minlength=len(vocabulary))
+    matrix = matrix @ sparse.diags(np.log((1 + len(vectors)) / (1 + document_frequency)) + 1.0)
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return (matrix[1:] @ matrix[0].T).toarray().ravel() / (norms[1:] * norms[0])
 
 
 def checked_weights(weights: dict[str, float] | None) -> dict[str, float]:

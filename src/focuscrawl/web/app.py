@@ -122,6 +122,12 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         (bm25, confidence, authority, hub, pagerank, topic_pagerank, recency, inverse_recency)."""
         return run_search(crawls, request, crawl, q, page, within, words, topic, host, mime, since, until)
 
+    @app.get("/api/pages/{crawl}/{url_id}/similar")
+    def api_similar(crawl: str, url_id: int) -> dict:
+        """The 25 pages most similar to the page (cosine of TF-IDF vectors)."""
+        name, engine = crawls.search(crawl)
+        return {"crawl": name, "url_id": url_id, "similar": engine.similar(url_id)}
+
     @app.get("/api/pages/{crawl}/{url_id}/neighbours")
     def api_neighbours(crawl: str, url_id: int) -> dict:
         """Stored pages that link to the page, and those it links to."""
@@ -161,7 +167,8 @@ def _page_routes(app: FastAPI, crawls: Crawls) -> None:
         page = engine.index.details([url_id]).get(url_id)
         if page is None:
             return RedirectResponse(f"/?crawl={crawl}")
-        return TEMPLATES.TemplateResponse(request, "neighbours.html", {"page": page, **neighbours(crawls, crawl, url_id)})
+        return TEMPLATES.TemplateResponse(request, "neighbours.html", {
+            "page": page, "similar": engine.similar(url_id), **neighbours(crawls, crawl, url_id)})
 
 
 def _day(text: str | None, end: bool = False) -> float | None:
