@@ -165,6 +165,11 @@ def test_the_api_searches_pages_with_paging_and_explains_bad_queries(portal):
     status, body = portal("/api/search?q=inventory&w_fame=1")
     assert status == 400 and "unknown ranking attribute" in body
     assert portal("/api/search?q=inventory&since=yesterday")[0] == 400
+    status, lines = portal("/api/search.jsonl?q=inventory")
+    assert status == 200 and len(lines.splitlines()) == 31
+    assert [json.loads(line)["url"] for line in lines.splitlines()[:25]] == [r["url"] for r in first["results"]]
+    status, table = portal("/api/search.csv?q=inventory")
+    assert status == 200 and table.splitlines()[0].startswith("url,title,topic,score") and len(table.splitlines()) == 32
     spec = json.loads(portal("/openapi.json")[1])
     assert "/api/search" in spec["paths"] and "/api/crawls" in spec["paths"]
     crawls = json.loads(portal("/api/crawls")[1])

@@ -71,7 +71,7 @@ class PagePipeline:
         self._record(item, response, judged)
 
     def _record(self, item: Item, response: Response, judged: Judged) -> None:
-        clock = time.perf_counter()
+        clock, indexed_before = time.perf_counter(), self.stage_seconds["index"]
         page, language_score = judged.page, judged.language_score
         response.error = judged.error or response.error
         if judged.refresh:  # "this page has moved": a redirect, not a document
@@ -98,14 +98,16 @@ class PagePipeline:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
                 if self.config.store.search_index:
+                    indexing = time.perf_counter()
                     self.store.search.index(item.url_id)
+                    self.stage_seconds["index"] += time.perf_counter() - indexing
                 if follow:
                     self._queue_links(item, page, relevance, judgement)
             self.frontier.finish(item, response.error if response.refused else None)
             if relevance is not None:
                 self.frontier.learn_cluster(item, relevance)
             self._record_host_state(item.host)
-        self.stage_seconds["store"] += time.perf_counter() - clock
+        self.stage_seconds["store"] += time.perf_counter() - clock - self.stage_seconds["index"] + indexed_before
         if self.apprentice is not None:
             self.apprentice.after_page()
         self.count(response, relevance, judgement.topic if judgement else None)

@@ -50,7 +50,8 @@ class Search:
     def search(self, text: str, weights: dict[str, float] | None = None, page: int = 1, within: str | None = None,
                stems: bool = True, topic: str | None = None, host: str | None = None, mime: str | None = None,
                since: float | None = None, until: float | None = None) -> Results:
-        """One page of results; ``within``: the previous query, searched together with this one."""
+        """One page of results (page 0: all of them); ``within``: the previous query, searched
+        together with this one."""
         parsed = parse_query(text)
         if within:
             parsed = parsed.combined(parse_query(within))
@@ -63,9 +64,9 @@ class Search:
             matches = self._with_surface_words(matches, parsed)
         ranked = self.rank(matches, weights)
         first = (max(page, 1) - 1) * PAGE_SIZE
-        shown = ranked[first:first + PAGE_SIZE]
+        shown = ranked[first:first + PAGE_SIZE] if page else ranked
         details = self.index.details([hit["url_id"] for hit in shown])
-        return Results(text, max(page, 1), len(ranked), weights,
+        return Results(text, page, len(ranked), weights,
                        [{**details[hit["url_id"]], **hit} for hit in shown if hit["url_id"] in details])
 
     def rank(self, matches: list[tuple[int, float]], weights: dict[str, float]) -> list[dict]:

@@ -5,15 +5,19 @@ every request must carry it (``Authorization: Bearer …``, or ``?token=`` once,
 
 from __future__ import annotations
 
+import csv
 import hmac
+import io
 import ipaddress
+import json
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
@@ -21,6 +25,8 @@ from focuscrawl.store import open_index
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TOKEN_COOKIE = "focuscrawl_token"
+EXPORT_COLUMNS = ("url", "title", "topic", "score", "relevance", "size", "mime", "modified", "preview")
+EXPORT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
 
 
 class PortalError(ValueError):
@@ -122,6 +128,17 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         (bm25, confidence, authority, hub, pagerank, topic_pagerank, recency, inverse_recency)."""
         return run_search(crawls, request, crawl, q, page, within, words, topic, host, mime, since, until)
 
+    @app.get("/api/search.{extension}", response_class=PlainTextResponse)
+    def api_search_export(request: Request, extension: Literal["jsonl", "csv"], q: str = Query(...),
+                          crawl: str | None = None, within: str | None = None, words: bool = False,
+                          topic: str | None = None, host: str | None = None, mime: str | None = None,
+                          since: str | None = None, until: str | None = None):
+        """Every result of a search (the best 1 000 matches, ranked), one per line: JSON or CSV."""
+        found = run_search(crawls, request, crawl, q, 0, within, words, topic, host, mime, since, until)["results"]
+        rows = [{field: hit.get(field) for field in EXPORT_COLUMNS} for hit in found]
+        return PlainTextResponse(_lines(rows, extension), media_type=EXPORT_TYPES[extension],
+                                 headers={"Content-Disposition": f'attachment; filename="results.{extension}"'})
+
     @app.get("/api/pages/{crawl}/{url_id}/similar")
     def api_similar(crawl: str, url_id: int) -> dict:
         """The 25 pages most similar to the page (cosine of TF-IDF vectors)."""
@@ -132,6 +149,16 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
     def api_neighbours(crawl: str, url_id: int) -> dict:
         """Stored pages that link to the page, and those it links to."""
         return neighbours(crawls, crawl, url_id)
+
+
+def _lines(rows: list[dict], extension: str) -> str:
+    if extension == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, EXPORT_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
