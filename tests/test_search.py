@@ -129,10 +129,16 @@ def portal(portal_crawl):
                                stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
         base = _wait_for_address(process)
-        yield lambda path, **headers: _get(base + path, headers)
+        get = lambda path, **headers: _get(base + path, headers)  # noqa: E731
+        get.base = base
+        yield get
     finally:
         process.terminate()
         process.wait(10)
+
+
+def _base_of(portal) -> str:
+    return portal.base
 
 
 def _wait_for_address(process) -> str:
@@ -247,7 +253,7 @@ def portal_url(portal_crawl):
         process.wait(10)
 
 
-def test_a_user_searches_with_each_operator_pages_on_and_sees_crawled_html_as_text(browser, portal_url):
+def test_a_user_searches_with_each_operator_pages_on_and_sees_crawled_html_as_text(portal_url, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions
@@ -277,3 +283,39 @@ def test_a_user_searches_with_each_operator_pages_on_and_sees_crawled_html_as_te
     shown = browser.find_element(By.CSS_SELECTOR, "ol.results .title a").text
     assert shown == EVIL_TITLE  # the markup as text: nothing of it ran or was rendered
     assert browser.title != "pwned" and not browser.find_elements(By.CSS_SELECTOR, "ol.results .title b")
+
+
+def test_the_dashboard_reports_a_crawl_streams_it_and_refuses_forged_controls(portal, portal_crawl):
+    directory, _ = portal_crawl
+    crawl = json.loads(portal("/api/crawls")[1])[0]["name"]
+    status, body = portal(f"/api/crawls/{crawl}/status")
+    state = json.loads(body)
+    assert status == 200 and state["state"] == "finished" and state["pages_fetched"] == 36
+    assert state["series"] and state["series"][-1]["pages"] >= 30
+    assert state["hosts"][0]["fetched"] == 36 and state["errors_by_kind"] == []
+    status, html = portal(f"/crawls/{crawl}")
+    assert status == 200 and 'name="csrf"' in html and "/static/dashboard.js" in html
+    forged = urllib.request.Request(_base_of(portal) + f"/crawls/{crawl}/resume", data=b"csrf=guess", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(forged, timeout=10)
+    assert refused.value.code == 403
+    token = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+    stop = urllib.request.Request(_base_of(portal) + f"/crawls/{crawl}/stop", data=f"csrf={token}".encode(), method="POST")
+    with urllib.request.urlopen(stop, timeout=10) as answer:  # followed to the dashboard, with why not
+        assert "is not running" in answer.read().decode()
+    with urllib.request.urlopen(_base_of(portal) + f"/api/crawls/{crawl}/events?every=0.5", timeout=10) as events:
+        first = events.readline().decode()
+        assert first.startswith("data: ") and json.loads(first[6:])["pages_fetched"] == 36
+
+
+def test_the_dashboard_draws_the_harvest_chart_and_keeps_it_live(portal_url, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    browser.get(portal_url + "/crawls")
+    browser.find_element(By.CSS_SELECTOR, "table.figures a").click()
+    dashboard = WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "dashboard"))
+    WebDriverWait(browser, 15).until(lambda b: int(dashboard.get_attribute("data-updates") or 0) >= 2)  # an event came
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text == "36"
+    labels = [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
+    assert "36 pages" in labels  # drawn to the last event's scale (this crawl has no critic: no harvest line)

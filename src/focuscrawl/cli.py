@@ -646,7 +646,8 @@ def serve(
                 print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
     except (PortalError, *USER_ERRORS) as error:
         _fail(str(error))
-    config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=3)  # a dashboard open in a browser holds its event stream
     server = uvicorn.Server(config)
     original_startup = server.startup
 

@@ -281,10 +281,6 @@ class Crawler:
             await asyncio.sleep(self.config.store.commit_seconds)
             try:
                 self.store.commit_if_due()
-                if self.config.store.search_index:
-                    clock = time.perf_counter()
-                    self.store.search.follow_if_due(self.store.transaction)
-                    self.stage_seconds["index"] += time.perf_counter() - clock
             except Exception as error:  # the group is rolled back: its pages are in flight on disk again
                 self._rolled_back()
                 self.stop(f"{DISK_FULL}: {error}" if out_of_space(error) else f"the database failed: {error}")

@@ -7,6 +7,7 @@
     warc/           request and response records, crawl-NNNNN.warc.gz
     harvest.jsonl   one line per N pages: pages so far and running harvest rate
     crawl.log       what happened, for people
+    resume.out      what a resume started from the portal printed
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class CrawlDir:
     @property
     def log(self) -> Path:
         return self.path / "crawl.log"
+
+    @property
+    def resume_output(self) -> Path:
+        """What ``focuscrawl resume`` printed when the portal started it."""
+        return self.path / "resume.out"
 
     @property
     def apprentice_report(self) -> Path:

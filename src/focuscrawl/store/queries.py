@@ -122,6 +122,18 @@ class Queries:
             " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
         return fetched, errors, int(refused), attempts
 
+    def errors_by_kind(self, limit: int = 12) -> list[tuple[str, int]]:
+        """The commonest fetch errors (not refusals), with how often each happened."""
+        return self.db.execute("SELECT error, COUNT(*) FROM fetches WHERE error IS NOT NULL AND NOT refused"
+                               " GROUP BY error ORDER BY COUNT(*) DESC LIMIT ?", (limit,)).fetchall()
+
+    def hosts_by_pages(self, limit: int = 12) -> list[tuple[str, int, int, str | None]]:
+        """The hosts with the most pages fetched: (host, fetched, queued, status if recorded)."""
+        return self.db.execute(
+            "SELECT u.host, COUNT(CASE WHEN u.state = 2 THEN 1 END), COUNT(CASE WHEN u.state IN (0, 1) THEN 1 END),"
+            " h.status FROM urls u LEFT JOIN hosts h ON h.host = u.host GROUP BY u.host"
+            " ORDER BY COUNT(CASE WHEN u.state = 2 THEN 1 END) DESC LIMIT ?", (limit,)).fetchall()
+
     def fetch_summary(self) -> tuple[list[str], float, float, int]:
         """(URLs answered 200, first fetch start, last fetch end, fetches) for the benchmark."""
         urls = [url for (url,) in self.db.execute("SELECT final_url FROM fetches WHERE status = 200")]

@@ -2,11 +2,13 @@
 
 The index is *contentless*: the text stays once, in ``documents``. Each stored page (not a
 duplicate, not ``noindex``) is indexed by its title, text, the words of its URL and the
-distinct anchor texts of the links to it; ``search_docs`` keeps what was indexed beyond the
-document (the anchors, the Last-Modified date), which FTS5 needs to take a row out again. A
-follower (:meth:`SearchIndex.follow`) indexes the pages stored since its watermark and
-re-indexes pages that new links gave a new anchor text; the crawl calls it every few seconds,
-the portal on a crawl that is not running, and :meth:`rebuild` starts again from the store.
+distinct anchor texts of the links to it known then, in the page's transaction;
+``search_docs`` keeps what was indexed beyond the document (the anchors, the Last-Modified
+date), which FTS5 needs to take a row out again, and what ranks the page. A follower
+(:meth:`SearchIndex.follow`) indexes stored pages the index has not seen and re-indexes pages
+that later links gave a new anchor text; ``focuscrawl index`` and ``serve`` run it on a crawl
+that is not running (during a crawl it would cost more than the index itself: a page brings
+about 130 links), and :meth:`rebuild` starts again from the store.
 Tokens are Porter stems of Unicode words: a surface-word search is filtered afterwards
 (``focuscrawl.search``)."""
 
@@ -14,14 +16,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from email.utils import parsedate_to_datetime
 
 SEARCH_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5(
-    title, body, url_words, anchors, content='', tokenize='porter unicode61 remove_diacritics 2');
+    title, body, url_words, anchors, content='', prefix='2 3 4', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index needs beside the text, and what ranks it
     url_id INTEGER PRIMARY KEY,
     fetch_id INTEGER NOT NULL,  -- the fetch whose document was indexed
@@ -34,22 +33,14 @@ CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index ne
 # BM25 weights of the columns: a word in the title or in the anchors of links to the page says
 # more about it than one in the body (the classic weighting of web search since Brin & Page)
 COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
-FOLLOW_SECONDS = 5.0  # how far the anchors in the index may lag behind a running crawl
+MAX_ANCHORS = 200  # distinct anchor texts indexed per page (a home page may have thousands)
+LINK_BATCH = 200_000  # links read at a time when refreshing anchors
 ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
 
 
 class SearchIndex:
     def __init__(self, db: sqlite3.Connection):
         self.db = db
-        self._followed = time.monotonic()
-
-    def follow_if_due(self, unit: Callable[[], AbstractContextManager], seconds: float = FOLLOW_SECONDS) -> None:
-        """During a crawl, every few seconds: :meth:`follow` as one unit of work (``unit``:
-        the store's transaction) — the pages just indexed with their own links' new anchors."""
-        if time.monotonic() - self._followed >= seconds:
-            with unit():
-                self.follow(limit=500)
-            self._followed = time.monotonic()
 
     # -- keeping it current ---------------------------------------------------------------
 
@@ -90,35 +81,46 @@ class SearchIndex:
         return changed + self._refresh_anchors(limit)
 
     def _refresh_anchors(self, limit: int) -> int:
-        """Pages already indexed that links stored since the last call reach with an anchor
-        text they were not indexed with (a menu repeated on every page brings none)."""
-        last_link = self._watermark("search_links_seen")
+        """Pages already indexed that links stored since the last call reach with an anchor text
+        they were not indexed with, re-indexed (up to about ``limit`` of them). Links are read in
+        batches of distinct (target, anchor) pairs: a menu repeated on every page brings none."""
+        last = self._watermark("search_links_seen")
         newest = self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
-        if newest <= last_link:
-            return 0
-        upto = min(newest, last_link + 50 * limit)
-        targets = [target for (target,) in self.db.execute(
-            "SELECT DISTINCT l.target_id FROM links l JOIN search_docs s ON s.url_id = l.target_id"
-            " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != ''", (last_link, upto))]
         changed = 0
-        for url_id in targets:
-            indexed = self.db.execute(
-                "SELECT s.anchors, d.title, d.text, u.url, s.fetch_id, s.modified_at, s.topic, s.confidence"
-                " FROM search_docs s JOIN documents d ON d.url_id = s.url_id JOIN urls u ON u.id = s.url_id"
-                " WHERE s.url_id = ?", (url_id,)).fetchone()
-            if indexed is None or indexed[0] == self._anchors(url_id):
-                continue
-            _, title, text, url, fetch_id, modified_at, topic, confidence = indexed
-            self._remove(url_id)
-            self._insert(url_id, fetch_id, title, text, url, modified_at, topic, confidence)
-            changed += 1
-        self._set_watermark("search_links_seen", upto)
+        while last < newest and changed < limit:
+            upto = min(newest, last + LINK_BATCH)
+            new: dict[int, set[str]] = {}
+            for target, anchor in self.db.execute(
+                    "SELECT DISTINCT l.target_id, l.anchor_text FROM links l JOIN search_docs s ON s.url_id = l.target_id"
+                    " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != '' AND l.source_id != l.target_id",
+                    (last, upto)):
+                new.setdefault(target, set()).add(anchor)
+            for target, anchors in new.items():
+                indexed = self.db.execute("SELECT anchors FROM search_docs WHERE url_id = ?", (target,)).fetchone()[0]
+                known = set(indexed.split(ANCHOR_SEPARATOR)) if indexed else set()
+                if len(known) < MAX_ANCHORS and anchors - known:
+                    changed += self._reindex(target)
+            last = upto
+            self._set_watermark("search_links_seen", last)
         return changed
+
+    def _reindex(self, url_id: int) -> bool:
+        """The page again, with the anchors of every link to it known now."""
+        indexed = self.db.execute(
+            "SELECT d.title, d.text, u.url, s.fetch_id, s.modified_at, s.topic, s.confidence FROM search_docs s"
+            " JOIN documents d ON d.url_id = s.url_id AND d.fetch_id = s.fetch_id JOIN urls u ON u.id = s.url_id"
+            " WHERE s.url_id = ?", (url_id,)).fetchone()
+        if indexed is None:
+            return False
+        title, text, url, fetch_id, modified_at, topic, confidence = indexed
+        self._remove(url_id)
+        self._insert(url_id, fetch_id, title, text, url, modified_at, topic, confidence)
+        return True
 
     def _anchors(self, url_id: int) -> str:
         return ANCHOR_SEPARATOR.join(anchor for (anchor,) in self.db.execute(
             "SELECT DISTINCT anchor_text FROM links WHERE target_id = ? AND source_id != target_id"
-            " AND anchor_text != '' ORDER BY anchor_text LIMIT 200", (url_id,)))
+            " AND anchor_text != '' ORDER BY anchor_text LIMIT ?", (url_id, MAX_ANCHORS)))
 
     def _insert(self, url_id: int, fetch_id: int, title: str | None, text: str, url: str,
                 modified_at: float | None, topic: str | None, confidence: float | None) -> None:

@@ -5,23 +5,28 @@ every request must carry it (``Authorization: Bearer …``, or ``?token=`` once,
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hmac
 import io
 import ipaddress
 import json
+import secrets
 import threading
 import time
+import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
 from focuscrawl.store import open_index
+from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TOKEN_COOKIE = "focuscrawl_token"
@@ -72,6 +77,8 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
         _require_token(app, token)
     _api_routes(app, crawls)
     _page_routes(app, crawls)
+    _dashboard_routes(app, crawls, secrets.token_urlsafe(24))
+    app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
 
@@ -196,6 +203,56 @@ def _page_routes(app: FastAPI, crawls: Crawls) -> None:
             return RedirectResponse(f"/?crawl={crawl}")
         return TEMPLATES.TemplateResponse(request, "neighbours.html", {
             "page": page, "similar": engine.similar(url_id), **neighbours(crawls, crawl, url_id)})
+
+
+def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """The crawl dashboard and its live feed; stop and resume are POSTs that carry the page's
+    CSRF token (a page of another site cannot submit them)."""
+
+    def directory_of(crawl: str) -> Path:
+        if crawl not in crawls.directories:
+            raise HTTPException(404, f"no crawl named {crawl!r} is served")
+        return crawls.directories[crawl]
+
+    @app.get("/api/crawls/{crawl}/status")
+    def api_status(crawl: str) -> dict:
+        """Pages, harvest, frontier, errors by kind, hosts, and the harvest log as series."""
+        return dashboard_state(directory_of(crawl))
+
+    @app.get("/api/crawls/{crawl}/events", response_class=StreamingResponse)
+    async def api_events(crawl: str, every: float = Query(2.0, ge=0.5, le=60)):
+        """Server-sent events: the status above every ``every`` seconds while the client listens."""
+        directory = directory_of(crawl)
+
+        async def events():
+            while True:
+                state = await asyncio.to_thread(dashboard_state, directory)
+                yield f"data: {json.dumps(state)}\n\n"
+                await asyncio.sleep(every)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    @app.get("/crawls", response_class=HTMLResponse, include_in_schema=False)
+    def crawls_page(request: Request):
+        states = {name: dashboard_state(directory) for name, directory in crawls.directories.items()}
+        return TEMPLATES.TemplateResponse(request, "crawls.html", {"states": states})
+
+    @app.get("/crawls/{crawl}", response_class=HTMLResponse, include_in_schema=False)
+    def dashboard_page(request: Request, crawl: str, message: str = ""):
+        return TEMPLATES.TemplateResponse(request, "dashboard.html", {
+            "crawl": crawl, "state": dashboard_state(directory_of(crawl)), "csrf": csrf, "message": message})
+
+    @app.post("/crawls/{crawl}/{action}", include_in_schema=False)
+    async def control(request: Request, crawl: str, action: Literal["stop", "resume"]):
+        form = await request.form()
+        if not hmac.compare_digest(str(form.get("csrf", "")), csrf):
+            raise HTTPException(403, "the form is stale or comes from another site: reload the dashboard")
+        try:
+            (stop_crawl if action == "stop" else resume_crawl)(directory_of(crawl))
+            message = "stopping: committed pages stay" if action == "stop" else "resuming"
+        except ControlError as error:
+            message = str(error)
+        return RedirectResponse(f"/crawls/{crawl}?message={urllib.parse.quote(message)}", status_code=303)
 
 
 def _day(text: str | None, end: bool = False) -> float | None:

@@ -1,0 +1,75 @@
+"""The crawl dashboard: what a crawl directory says about its crawl (running or not), and
+stopping or resuming it. Stop is SIGTERM to the crawl's process, which stops as after Ctrl-C
+(everything committed stays; resume goes on); resume starts ``focuscrawl resume`` with the
+crawl's own config, so nothing is fetched outside the crawl's rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
+from focuscrawl.store import CrawlDir, Queries, crawl_status, read_only
+
+SERIES_POINTS = 400  # harvest-log entries a chart gets at most (evenly thinned)
+
+
+class ControlError(ValueError):
+    """A stop or resume that cannot be done now, with why."""
+
+
+def dashboard_state(directory: Path) -> dict:
+    """Status figures, errors by kind, hosts, and the harvest log as series for the charts."""
+    with closing(read_only(directory)) as db:
+        state = crawl_status(db)
+        queries = Queries(db)
+        state["errors_by_kind"] = [{"error": error, "count": count} for error, count in queries.errors_by_kind()]
+        state["hosts"] = [{"host": host, "fetched": fetched, "queued": queued, "status": status or "ok"}
+                          for host, fetched, queued, status in queries.hosts_by_pages()]
+        meta = queries.meta()
+    state["series"] = harvest_series(CrawlDir(directory).harvest_log)
+    state["pid"] = int(meta.get("pid", 0) or 0) if state["state"] == "running" else None
+    return state
+
+
+def harvest_series(path: Path) -> list[dict]:
+    """The harvest log's entries (pages, harvest rate, frontier, pages per topic, time), thinned."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+            continue
+        entries.append({key: entry.get(key) for key in ("pages", "harvest_rate", "frontier", "topics", "time")})
+    step = max(1, -(-len(entries) // SERIES_POINTS))
+    thinned = entries[::step]
+    if entries and thinned[-1] is not entries[-1]:
+        thinned.append(entries[-1])
+    return thinned
+
+
+def stop_crawl(directory: Path) -> int:
+    """Ask the running crawl to stop (SIGTERM); returns its process id."""
+    state = dashboard_state(directory)
+    if state["state"] != "running" or not state["pid"]:
+        raise ControlError(f"the crawl in {directory} is not running ({state['state']})")
+    os.kill(state["pid"], signal.SIGTERM)
+    return state["pid"]
+
+
+def resume_crawl(directory: Path) -> int:
+    """Start ``focuscrawl resume`` on a crawl that is not running; returns the new process id."""
+    state = dashboard_state(directory)
+    if state["state"] == "running":
+        raise ControlError(f"the crawl in {directory} is running already")
+    log = open(CrawlDir(directory).resume_output, "ab")
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "resume", str(directory), "-q"],
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    return process.pid
