@@ -121,6 +121,22 @@ def test_similar_pages_are_those_with_the_nearest_words(portal_crawl):
     assert similar[0]["similarity"] >= similar[-1]["similarity"] > 0
 
 
+def test_seeds_come_from_a_query_or_a_classifiers_terms_a_few_per_host(portal_crawl, serve):
+    from types import SimpleNamespace
+
+    from focuscrawl.search.seeds import classifier_terms, find_seeds
+
+    directory, _ = portal_crawl
+    assert len(find_seeds([directory], "socket", per_host=2)) == 2  # one host in this crawl
+    assert {urllib.parse.urlsplit(s["url"]).path for s in find_seeds([directory], "socket", per_host=9)} == {"/a", "/c", "/evil", "/"}
+    critic = SimpleNamespace(preview_weights_={"zebrafish": 0.9, "warehous": 0.5, "the": 0.01})
+    assert classifier_terms(critic, count=2) == ["zebrafish", "warehous"]
+    seeds = find_seeds([directory], terms=classifier_terms(critic, count=1), per_host=9)
+    assert [urllib.parse.urlsplit(s["url"]).path for s in seeds] == ["/late"]
+    with pytest.raises(QueryError, match="give --topic"):
+        classifier_terms(SimpleNamespace())
+
+
 @pytest.fixture
 def portal(portal_crawl):
     """``focuscrawl serve`` on the crawl, as a user starts it; yields a GET function."""

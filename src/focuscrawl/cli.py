@@ -24,6 +24,7 @@ from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
 from focuscrawl.progress import Progress
 from focuscrawl.search import PAGE_SIZE, QueryError, Search
 from focuscrawl.search.indexing import index_crawl
+from focuscrawl.search.seeds import classifier_terms, find_seeds
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.evaluate.apprentice_report import apprentice_report
@@ -660,3 +661,33 @@ def serve(
 
     server.startup = startup
     server.run()
+
+
+seeds_app = typer.Typer(help="Seeds for a new crawl from local indexes.", no_args_is_help=True)
+app.add_typer(seeds_app, name="seeds")
+
+
+@seeds_app.command("find")
+def seeds_find(
+    directories: list[Path] = typer.Argument(..., help="crawl directories whose indexes are searched"),
+    query: Optional[str] = typer.Option(None, "--query", help='BINGO! syntax: word, -word, word%, "a phrase"'),
+    classifier: Optional[Path] = typer.Option(None, "--classifier", help="a crawl, a 'topics import' folder or a"
+                                              " model file: its topic's most informative terms are the query"),
+    topic: Optional[str] = typer.Option(None, "--topic", help="with a taxonomy: the topic whose terms are used"),
+    count: int = typer.Option(20, "--count", min=1),
+    per_host: int = typer.Option(2, "--per-host", min=1, help="seeds from one host at most"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Seed URLs from a query or from a topic's classifier (one per line: ready for --seeds-file)."""
+    if (query is None) == (classifier is None):
+        _fail("give either --query or --classifier")
+    try:
+        terms = classifier_terms(load_critic(classifier), topic) if classifier else None
+        seeds = find_seeds(directories, query, terms, count, per_host)
+    except (QueryError, sqlite3.Error, *USER_ERRORS) as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps({"terms": terms, "seeds": seeds}, indent=2))
+        return
+    for seed in seeds:
+        print(seed["url"])

@@ -82,6 +82,15 @@ class Search:
         return [{"url_id": kept[i][0], "score": float(scores[i]), "topic": ranking[kept[i][0]][0],
                  "attributes": dict(zip(ATTRIBUTES, columns[i].tolist()))} for i in order.tolist()]
 
+    def any_of(self, words: list[str], weights: dict[str, float] | None = None) -> list[dict]:
+        """Every page holding any of the words (stems), ranked, with the details of each."""
+        if not words:
+            return []
+        matches = self.index.matches(" OR ".join('"' + word.replace('"', '""') + '"' for word in words), CANDIDATES)
+        ranked = self.rank(matches, checked_weights(weights))
+        details = self.index.details([hit["url_id"] for hit in ranked])
+        return [{**details[hit["url_id"]], **hit} for hit in ranked if hit["url_id"] in details]
+
     def similar(self, url_id: int, count: int = PAGE_SIZE) -> list[dict]:
         """BINGO!'s similarity search: pages whose term vectors are nearest the page's by cosine.
         The page's most frequent words fetch the candidates from the index (any of them), then

@@ -25,6 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
+from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import open_index
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
 
@@ -145,6 +146,15 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         rows = [{field: hit.get(field) for field in EXPORT_COLUMNS} for hit in found]
         return PlainTextResponse(_lines(rows, extension), media_type=EXPORT_TYPES[extension],
                                  headers={"Content-Disposition": f'attachment; filename="results.{extension}"'})
+
+    @app.get("/api/seeds")
+    def api_seeds(q: str = Query(..., description="BINGO! syntax"), count: int = Query(20, ge=1, le=1000),
+                  per_host: int = Query(2, ge=1)) -> list[dict]:
+        """Seed URLs for a new crawl from every served crawl's index, a few per host."""
+        try:
+            return find_seeds(list(crawls.directories.values()), q, None, count, per_host)
+        except QueryError as error:
+            raise HTTPException(400, str(error)) from None
 
     @app.get("/api/pages/{crawl}/{url_id}/similar")
     def api_similar(crawl: str, url_id: int) -> dict:
