@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from focuscrawl.crawler import Crawler
-from focuscrawl.search import QueryError, Search, parse_query
+from focuscrawl.search import DEFAULT_WEIGHTS, QueryError, Search, parse_query
 from focuscrawl.search.engine import attribute_matrix
 from focuscrawl.search.indexing import index_crawl
 from focuscrawl.store import open_index
@@ -295,6 +295,14 @@ def test_a_user_searches_with_each_operator_pages_on_and_sees_crawled_html_as_te
     assert len(browser.find_elements(By.CSS_SELECTOR, "ol.results > li")) == 6
     assert search("-socket") == []
     assert "needs at least one word" in browser.find_element(By.CSS_SELECTOR, ".error").text
+    assert len(search("inventory")) == 25 and "ranking: default" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    first = browser.find_element(By.CSS_SELECTOR, "ol.results > li")
+    first.find_element(By.CSS_SELECTOR, "button.mark[data-relevant=true]").click()
+    WebDriverWait(browser, 10).until(lambda b: first.find_element(By.CSS_SELECTOR, ".marked").text == "marked relevant")
+    next_page = browser.find_element(By.CSS_SELECTOR, "nav.pages a[rel=next]")
+    next_page.click()  # paging on: ranked with weights learnt from the mark (BINGO! §4.1.1)
+    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(next_page))
+    assert "learnt from the marks of anonymous" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
     assert search("evil")[0] == "/evil"
     shown = browser.find_element(By.CSS_SELECTOR, "ol.results .title a").text
     assert shown == EVIL_TITLE  # the markup as text: nothing of it ran or was rendered
@@ -335,3 +343,41 @@ def test_the_dashboard_draws_the_harvest_chart_and_keeps_it_live(portal_url, bro
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text == "36"
     labels = [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
     assert "36 pages" in labels  # drawn to the last event's scale (this crawl has no critic: no harvest line)
+
+
+def test_feedback_teaches_the_ranking_and_profiles_are_aggregated_and_matched(portal_crawl):
+    from focuscrawl.search.feedback import Personalisation, Profile, aggregate, learn_weights, match, similarity
+
+    directory, _ = portal_crawl
+    writable = open_index(directory, writable=True)
+    search = Search(open_index(directory))
+    ranked = search.ranked("inventory")
+    newest_first = sorted(ranked, key=lambda hit: -hit["attributes"]["recency"])
+    # a user who wants the newest shelves: marks the 5 newest relevant and the 5 oldest not
+    for hit in newest_first[:5]:
+        writable.add_feedback("ann", "inventory", hit["url_id"], True)
+    for hit in newest_first[-5:]:
+        writable.add_feedback("ann", "inventory", hit["url_id"], False)
+    weights = learn_weights(search, [(q, u, r) for _, q, u, r in writable.feedback("ann")])
+    assert weights["recency"] > weights["inverse_recency"]
+    personal = Personalisation(search)
+    learnt, source = personal.weights_for("inventory", "ann", refining=True)
+    assert learnt == personal.users["ann"].weights and "ann" in source
+    top = [hit["url_id"] for hit in search.ranked("inventory", learnt)[:5]]
+    assert set(top) == {hit["url_id"] for hit in newest_first[:5]}
+    # a new query of someone else: the aggregated profile whose marked pages lead the default ranking
+    for hit in ranked[:3]:
+        writable.add_feedback("cat", "inventory shelf", hit["url_id"], True)
+    personal = personal.current()
+    assert set(personal.users) == {"ann", "cat"} and len(personal.clusters) == 2
+    weights, source = personal.weights_for("inventory", "bob", refining=False)
+    assert "aggregated profile" in source and weights in [cluster.weights for cluster in personal.clusters]
+    assert personal.weights_for("zebrafish", "bob", refining=False) == (dict(DEFAULT_WEIGHTS), "default")
+    assert similarity(DEFAULT_WEIGHTS, DEFAULT_WEIGHTS) == 1.0
+    a, b = Profile("a", {1, 2}, {3}), Profile("b", {3}, {1})
+    a.weights, b.weights = {**DEFAULT_WEIGHTS, "recency": 1.0}, {**DEFAULT_WEIGHTS, "recency": 1.1}
+    (merged,) = aggregate([a, b], k=1)
+    assert merged.positive == {2} and merged.negative == set()  # contradicted pages leave both sets
+    best, score = match([3, 1, 2], [a, b])
+    assert best is b and score > 0
+    writable.db.close()

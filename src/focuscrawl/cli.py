@@ -645,6 +645,7 @@ def serve(
                 print(f"{directory}: {done['pages_in_index']} pages in the index ({done['indexed']} indexed now)", file=sys.stderr)
             except CrawlDirError:  # being crawled: that crawl keeps its index current
                 print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
+                open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
     except (PortalError, *USER_ERRORS) as error:
         _fail(str(error))
     config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning",

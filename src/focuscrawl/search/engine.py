@@ -52,22 +52,28 @@ class Search:
                since: float | None = None, until: float | None = None) -> Results:
         """One page of results (page 0: all of them); ``within``: the previous query, searched
         together with this one."""
+        weights = checked_weights(weights)
+        ranked = self.ranked(text, weights, within, stems, topic, host, mime, since, until)
+        first = (max(page, 1) - 1) * PAGE_SIZE
+        shown = ranked[first:first + PAGE_SIZE] if page else ranked
+        details = self.index.details([hit["url_id"] for hit in shown])
+        return Results(text, page, len(ranked), weights,
+                       [{**details[hit["url_id"]], **hit} for hit in shown if hit["url_id"] in details])
+
+    def ranked(self, text: str, weights: dict[str, float] | None = None, within: str | None = None,
+               stems: bool = True, topic: str | None = None, host: str | None = None, mime: str | None = None,
+               since: float | None = None, until: float | None = None) -> list[dict]:
+        """Every candidate of the query, ranked (url id, score, topic, normalised attributes)."""
         parsed = parse_query(text)
         if within:
             parsed = parsed.combined(parse_query(within))
-        weights = checked_weights(weights)
         try:
             matches = self.index.matches(parsed.match(), CANDIDATES, topic, host, mime, since, until)
         except sqlite3.OperationalError as error:
             raise QueryError(f"query {text!r} cannot be searched: {error}") from None
         if not stems:
             matches = self._with_surface_words(matches, parsed)
-        ranked = self.rank(matches, weights)
-        first = (max(page, 1) - 1) * PAGE_SIZE
-        shown = ranked[first:first + PAGE_SIZE] if page else ranked
-        details = self.index.details([hit["url_id"] for hit in shown])
-        return Results(text, page, len(ranked), weights,
-                       [{**details[hit["url_id"]], **hit} for hit in shown if hit["url_id"] in details])
+        return self.rank(matches, checked_weights(weights))
 
     def rank(self, matches: list[tuple[int, float]], weights: dict[str, float]) -> list[dict]:
         """The candidates' url ids with their attributes and score, best first (eq. 4.1)."""

@@ -5,10 +5,10 @@ file layout (:mod:`.layout`). Nothing else opens the database."""
 
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
-from focuscrawl.store.queries import Queries, meta_of, read_only
+from focuscrawl.store.queries import Queries, meta_of, open_index, read_only
 from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, Repository, Store, WarcArchive, content_hash,
                                          crawl_status, export_rows, lock_directory, open_existing)
-from focuscrawl.store.search_index import SearchIndex, open_index
+from focuscrawl.store.search_index import SearchIndex
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED, transaction, upgrade_schema
 
 __all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "Queries", "Repository",

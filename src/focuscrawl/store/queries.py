@@ -17,11 +17,22 @@ import numpy as np
 
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.schema import QUEUED, SKIPPED
+from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
 
 
 def read_only(directory: Path) -> sqlite3.Connection:
     """A crawl database opened for reading only (a finished crawl, or one another process runs)."""
     return sqlite3.connect(f"file:{CrawlDir(directory).database}?mode=ro", uri=True)
+
+
+def open_index(directory: Path, writable: bool = False) -> SearchIndex:
+    """The search index of a crawl, read-only (a crawl may be running and writing it), or
+    writable for users' feedback (waiting for the crawl's commits)."""
+    if not writable:
+        return SearchIndex(read_only(directory))
+    db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
+    db.executescript(SEARCH_SCHEMA)
+    return SearchIndex(db)
 
 
 def meta_of(directory: Path) -> dict[str, str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from email.utils import parsedate_to_datetime
 
 SEARCH_SCHEMA = """
@@ -29,6 +30,15 @@ CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index ne
     topic TEXT,  -- the document's, copied (reading it there walks past the text's overflow pages)
     confidence REAL  -- the classifier's: BINGO!'s confidence with a taxonomy, else the critic's score
 );
+CREATE TABLE IF NOT EXISTS search_feedback (  -- BINGO! thesis §4.1.1: users' marks on results
+    id INTEGER PRIMARY KEY,
+    user TEXT NOT NULL,
+    query TEXT NOT NULL,
+    url_id INTEGER NOT NULL,
+    relevant INTEGER NOT NULL,  -- 1: marked relevant, 0: not relevant
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS search_feedback_user ON search_feedback (user, query);
 """
 # BM25 weights of the columns: a word in the title or in the anchors of links to the page says
 # more about it than one in the body (the classic weighting of web search since Brin & Page)
@@ -251,6 +261,22 @@ class SearchIndex:
         return self.db.execute("SELECT term, doc FROM temp.search_vocabulary WHERE doc >= ? AND term GLOB '[a-z]*'"
                                " ORDER BY doc DESC LIMIT ?", (lowest, count)).fetchall()
 
+    def add_feedback(self, user: str, query: str, url_id: int, relevant: bool) -> None:
+        """A user's mark on a result (the latest mark of a page for a query counts)."""
+        with self.db:
+            self.db.execute("DELETE FROM search_feedback WHERE user = ? AND query = ? AND url_id = ?", (user, query, url_id))
+            self.db.execute("INSERT INTO search_feedback (user, query, url_id, relevant, at) VALUES (?, ?, ?, ?, ?)",
+                            (user, query, url_id, int(relevant), time.time()))
+
+    def feedback(self, user: str | None = None) -> list[tuple[str, str, int, bool]]:
+        """(user, query, url id, relevant) of every mark, or one user's, oldest first."""
+        rows = self.db.execute("SELECT user, query, url_id, relevant FROM search_feedback"
+                               + (" WHERE user = ?" if user else "") + " ORDER BY id", (user,) if user else ())
+        return [(who, query, url_id, bool(relevant)) for who, query, url_id, relevant in rows]
+
+    def feedback_count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM search_feedback").fetchone()[0]
+
     def size(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
 
@@ -268,9 +294,3 @@ def _modified_at(headers: str | None, fetched_at: float) -> float:
     except (ValueError, TypeError, AttributeError):
         return fetched_at
 
-
-def open_index(directory) -> SearchIndex:
-    """The search index of a crawl, read-only (a crawl may be running and writing it)."""
-    from focuscrawl.store.queries import read_only
-
-    return SearchIndex(read_only(directory))

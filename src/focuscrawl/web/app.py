@@ -23,14 +23,18 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
 
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
+from focuscrawl.search.feedback import Personalisation
 from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import open_index
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TOKEN_COOKIE = "focuscrawl_token"
+USER_COOKIE = "focuscrawl_user"  # whose feedback profile a browser searches with
+ANONYMOUS = "anonymous"  # the profile of a browser that gave no name
 EXPORT_COLUMNS = ("url", "title", "topic", "score", "relevance", "size", "mime", "modified", "preview")
 EXPORT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
 
@@ -70,15 +74,23 @@ class Crawls:
             engines[name] = Search(open_index(self.directories[name]))
         return name, engines[name]
 
+    def personalisation(self, name: str) -> Personalisation:
+        """The crawl's users' profiles, learnt again when feedback was added (per thread)."""
+        known = self._local.__dict__.setdefault("personalisation", {})
+        _, engine = self.search(name)
+        known[name] = known[name].current() if name in known else Personalisation(engine)
+        return known[name]
+
 
 def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     crawls = Crawls(directories)
     app = FastAPI(title="focuscrawl portal", description="Search the pages of focused crawls (BINGO! §2.4.12, §4.1).")
     if token is not None:
         _require_token(app, token)
+    csrf = secrets.token_urlsafe(24)  # in every page; state-changing requests must carry it
     _api_routes(app, crawls)
-    _page_routes(app, crawls)
-    _dashboard_routes(app, crawls, secrets.token_urlsafe(24))
+    _page_routes(app, crawls, csrf)
+    _dashboard_routes(app, crawls, csrf)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
@@ -102,14 +114,18 @@ def run_search(crawls: Crawls, request: Request, crawl: str | None, q: str, page
     """One page of results as the API returns it; weights come as ``w_<attribute>`` parameters."""
     name, engine = crawls.search(crawl)
     weights = {key[2:]: value for key, value in request.query_params.items() if key.startswith("w_") and value != ""}
+    user = request.cookies.get(USER_COOKIE) or request.query_params.get("user") or ANONYMOUS
     try:
         started = time.perf_counter()
+        ranking = "set by the user"
+        if not weights and q.strip():  # §4.1: the user's or an aggregated profile's weights, else the defaults
+            weights, ranking = crawls.personalisation(name).weights_for(q, user, page > 1 or bool(within))
         results = engine.search(q, weights, page, within or None, not words, topic or None, host or None,
                                 mime or None, _day(since), _day(until, end=True))
     except (QueryError, ValueError) as error:
         raise HTTPException(400, str(error)) from None
     return {"crawl": name, "query": q, "within": within, "page": results.page, "pages": results.pages,
-            "total": results.total, "capped": results.capped, "weights": results.weights,
+            "total": results.total, "capped": results.capped, "weights": results.weights, "ranking": ranking,
             "milliseconds": round((time.perf_counter() - started) * 1000, 1),
             "results": [{**hit, "modified": _date(hit["modified_at"])} for hit in results.hits]}
 
@@ -186,17 +202,17 @@ def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
             "links_to": [found[i] for i in successors if i in found]}
 
 
-def _page_routes(app: FastAPI, crawls: Crawls) -> None:
+def _page_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def search_page(request: Request, q: str = "", page: int = Query(1, ge=1), crawl: str | None = None,
                     within: str = "", words: bool = False, topic: str = "", host: str = "", mime: str = "",
                     since: str = "", until: str = ""):
         name, engine = crawls.search(crawl)
         context = {"crawls": list(crawls.directories), "crawl": name, "q": q, "within": within, "words": words,
+                   "csrf": csrf, "user": request.cookies.get(USER_COOKIE, ""),
                    "topic": topic, "host": host, "mime": mime, "since": since, "until": until,
                    "topics": engine.index.topics(), "attributes": ATTRIBUTES, "error": None, "results": None,
-                   "weights": {**DEFAULT_WEIGHTS, **{a: request.query_params.get(f"w_{a}") for a in ATTRIBUTES
-                                                     if request.query_params.get(f"w_{a}") not in (None, "")}}}
+                   "weights": {a: request.query_params.get(f"w_{a}", "") for a in ATTRIBUTES}, "defaults": DEFAULT_WEIGHTS}
         if q.strip():
             try:
                 context["results"] = run_search(crawls, request, name, q, page, within, words, topic, host, mime,
@@ -223,6 +239,18 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         if crawl not in crawls.directories:
             raise HTTPException(404, f"no crawl named {crawl!r} is served")
         return crawls.directories[crawl]
+
+    @app.post("/api/feedback")
+    async def api_feedback(request: Request, mark: Feedback) -> dict:
+        """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
+        refinements are ranked with weights learnt from their marks. Needs the page's
+        X-CSRF-Token header (pages of other sites cannot send it)."""
+        if not hmac.compare_digest(request.headers.get("x-csrf-token", ""), csrf):
+            raise HTTPException(403, "missing or stale X-CSRF-Token: reload the page")
+        name, _ = crawls.search(mark.crawl)
+        user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
+        await asyncio.to_thread(_add_feedback, crawls.directories[name], user, mark)
+        return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.feedback_count()}
 
     @app.get("/api/crawls/{crawl}/status")
     def api_status(crawl: str) -> dict:
@@ -263,6 +291,22 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         except ControlError as error:
             message = str(error)
         return RedirectResponse(f"/crawls/{crawl}?message={urllib.parse.quote(message)}", status_code=303)
+
+
+def _add_feedback(directory: Path, user: str, mark: Feedback) -> None:
+    index = open_index(directory, writable=True)
+    try:
+        index.add_feedback(user, mark.query, mark.url_id, mark.relevant)
+    finally:
+        index.db.close()
+
+
+class Feedback(BaseModel):
+    crawl: str | None = None
+    query: str
+    url_id: int
+    relevant: bool
+    user: str | None = None
 
 
 def _day(text: str | None, end: bool = False) -> float | None:
