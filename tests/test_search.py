@@ -65,6 +65,10 @@ def test_bingo_query_syntax_becomes_a_quoted_fts5_query():
     for text in ("", "-x", '-"a b"', "%"):
         with pytest.raises(QueryError):
             parse_query(text)
+    stop = frozenset({"the", "for"})
+    assert parse_query('time for "for the win" -the', stop).match() == '"time" AND "for the win"'  # as BINGO!'s features
+    with pytest.raises(QueryError, match="only stop words"):
+        parse_query("for the", stop)
 
 
 def test_a_crawl_indexes_its_pages_and_each_operator_finds_them(portal_crawl):

@@ -23,6 +23,7 @@ DEFAULT_WEIGHTS = {"bm25": 1.0, "confidence": 0.5, "authority": 0.25, "hub": 0.0
                    "topic_pagerank": 0.0, "recency": 0.0, "inverse_recency": 0.0}
 PAGE_SIZE = 25  # results per page, as BINGO!'s evaluation showed them
 CANDIDATES = 1000  # the best BM25 matches that are re-ranked
+STOP_WORDS = stopword_set("en")  # left out of queries: the index's stems are English (FTS5's Porter)
 SIMILAR_WORDS, SIMILAR_CANDIDATES = 30, 200  # a similarity search's query words and the pages it compares
 
 
@@ -64,9 +65,9 @@ class Search:
                stems: bool = True, topic: str | None = None, host: str | None = None, mime: str | None = None,
                since: float | None = None, until: float | None = None) -> list[dict]:
         """Every candidate of the query, ranked (url id, score, topic, normalised attributes)."""
-        parsed = parse_query(text)
+        parsed = parse_query(text, STOP_WORDS)
         if within:
-            parsed = parsed.combined(parse_query(within))
+            parsed = parsed.combined(parse_query(within, STOP_WORDS))
         try:
             matches = self.index.matches(parsed.match(), CANDIDATES, topic, host, mime, since, until)
         except sqlite3.OperationalError as error:
@@ -104,7 +105,7 @@ class Search:
         texts = self.index.texts([url_id])
         if url_id not in texts:
             return []
-        analyzer, stop = Analyzer(), stopword_set("en")
+        analyzer, stop = Analyzer(), STOP_WORDS
         own = analyzer.term_frequencies(" ".join(texts[url_id]))
         words = [word for word, _ in word_counts(" ".join(texts[url_id])).most_common(200)
                  if len(word) > 2 and word not in stop][:SIMILAR_WORDS]

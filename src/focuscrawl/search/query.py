@@ -42,9 +42,11 @@ class ParsedQuery:
                            self.prefixes + other.prefixes, self.excluded_prefixes + other.excluded_prefixes)
 
 
-def parse_query(text: str) -> ParsedQuery:
-    """Read a query in BINGO!'s syntax; raises :class:`QueryError` if nothing is required."""
-    query = ParsedQuery()
+def parse_query(text: str, stop_words: frozenset[str] = frozenset()) -> ParsedQuery:
+    """Read a query in BINGO!'s syntax; raises :class:`QueryError` if nothing is required. A
+    single word that is a stop word is left out, as BINGO!'s features leave it out (a phrase
+    keeps its stop words)."""
+    query, dropped = ParsedQuery(), []
     for minus_phrase, phrase, minus, token in TERM.findall(text):
         if phrase or minus_phrase:
             words = " ".join(WORD.findall(phrase))
@@ -57,8 +59,12 @@ def parse_query(text: str) -> ParsedQuery:
             continue
         if prefix and len(words) == 1:
             (query.excluded_prefixes if minus else query.prefixes).append(words[0])
-        else:  # "e-mail" or "tcp/ip": the words in a row, as the index saw them
+        elif len(words) > 1 or words[0].lower() not in stop_words:  # "e-mail", "tcp/ip": the words in a row
             (query.excluded if minus else query.required).append(" ".join(words))
+        else:
+            dropped.append(words[0])
+    if not query.required and not query.prefixes and dropped:
+        raise QueryError(f"query {text.strip()!r} has only stop words: quote them as a phrase, or add a word")
     if not query.required and not query.prefixes:
         raise QueryError(f"query {text.strip()!r} needs at least one word that is not excluded"
                          if text.strip() else "the query is empty: type a word")
