@@ -385,3 +385,26 @@ def test_feedback_teaches_the_ranking_and_profiles_are_aggregated_and_matched(po
     best, score = match([3, 1, 2], [a, b])
     assert best is b and score > 0
     writable.db.close()
+
+
+def test_search_commands_explain_a_missing_crawl_or_index_in_one_line(portal_crawl, tmp_path):
+    import sqlite3
+
+    directory, _ = portal_crawl
+
+    def focuscrawl(*args):
+        return subprocess.run([sys.executable, "-m", "focuscrawl", *map(str, args)], capture_output=True, text=True,
+                              timeout=60)
+
+    missing = focuscrawl("search", tmp_path / "none", "socket")
+    assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'none'}: not a crawl directory (no crawl.db)\n"
+    with sqlite3.connect(directory / "crawl.db") as db:  # as a crawl made before the index
+        db.execute("DROP TABLE search_index")
+        db.execute("DROP TABLE search_docs")
+    unindexed = focuscrawl("search", directory, "socket")
+    assert unindexed.returncode == 2 and "no search index yet: run focuscrawl index" in unindexed.stderr
+    assert "Traceback" not in unindexed.stderr and len(unindexed.stderr.splitlines()) == 1
+    indexed = focuscrawl("index", directory)
+    assert indexed.returncode == 0 and json.loads(indexed.stdout)["pages_in_index"] == 36
+    found = focuscrawl("search", directory, "socket -database", "--json")
+    assert {urllib.parse.urlsplit(hit["url"]).path for hit in json.loads(found.stdout)["results"]} == {"/a", "/evil", "/"}

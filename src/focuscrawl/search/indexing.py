@@ -7,22 +7,27 @@ import time
 from pathlib import Path
 
 from focuscrawl.graph import analyse, save_scores
-from focuscrawl.store import Queries, SearchIndex, lock_directory, open_existing, transaction, upgrade_schema
+from focuscrawl.store import (CrawlDirError, Queries, SearchIndex, lock_directory, open_existing, transaction,
+                              upgrade_schema)
 
 
 def index_crawl(directory: Path, rebuild: bool = False, batch: int = 2000) -> dict:
     """Bring a crawl's index up to date (all of it again with ``rebuild``) and its link analysis
     (each topic's base set, as ``focuscrawl graph`` stores it), in a crawl no process is running:
-    a running crawl keeps its own index current. Returns what was done."""
-    lock = lock_directory(directory)
+    a running crawl indexes its pages as it stores them. Returns what was done."""
     db = open_existing(directory)
+    try:
+        lock = lock_directory(directory)
+    except CrawlDirError:
+        db.close()
+        raise
     try:
         upgrade_schema(db)
         index = SearchIndex(db)
         started = time.perf_counter()
         indexed = 0
         with transaction(db):
-            if rebuild:
+            if rebuild or index.size() == 0:  # an index dropped by hand may have left its watermarks
                 index.rebuild()
         while True:
             with transaction(db):

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+class CrawlDirError(ValueError):
+    """A crawl directory that is missing or not one of ours."""
+
+
 @dataclass(frozen=True)
 class CrawlDir:
     path: Path

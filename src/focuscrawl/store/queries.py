@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focuscrawl.store.layout import CrawlDir
+from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.schema import QUEUED, SKIPPED
 from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
 
@@ -28,8 +28,14 @@ def read_only(directory: Path) -> sqlite3.Connection:
 def open_index(directory: Path, writable: bool = False) -> SearchIndex:
     """The search index of a crawl, read-only (a crawl may be running and writing it), or
     writable for users' feedback (waiting for the crawl's commits)."""
+    if not CrawlDir(directory).exists():
+        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
     if not writable:
-        return SearchIndex(read_only(directory))
+        db = read_only(directory)
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_index'").fetchone():
+            db.close()
+            raise CrawlDirError(f"{directory}: this crawl has no search index yet: run focuscrawl index {directory}")
+        return SearchIndex(db)
     db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
     db.executescript(SEARCH_SCHEMA)
     return SearchIndex(db)

@@ -24,17 +24,13 @@ from warcio.warcwriter import WARCWriter
 from focuscrawl.fetch.http import Response
 from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
-from focuscrawl.store.layout import CrawlDir
+from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.queries import Queries
 from focuscrawl.store.search_index import SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
 
 
 log = logging.getLogger(__name__)
-
-
-class CrawlDirError(ValueError):
-    """A crawl directory that is missing or not one of ours."""
 
 
 def content_hash(text: str) -> str:

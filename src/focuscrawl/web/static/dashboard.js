@@ -13,9 +13,10 @@
 
   function list(id, items, describe) {
     const element = document.getElementById(id);
-    element.replaceChildren(...items.map((item) => {
+    const texts = items.length ? items.map(describe) : ["none"];
+    element.replaceChildren(...texts.map((text) => {
       const li = document.createElement("li");
-      li.textContent = describe(item);
+      li.textContent = text;
       return li;
     }));
   }
