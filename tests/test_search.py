@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import re
+import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -359,10 +361,10 @@ def test_feedback_teaches_the_ranking_and_profiles_are_aggregated_and_matched(po
     newest_first = sorted(ranked, key=lambda hit: -hit["attributes"]["recency"])
     # a user who wants the newest shelves: marks the 5 newest relevant and the 5 oldest not
     for hit in newest_first[:5]:
-        writable.add_feedback("ann", "inventory", hit["url_id"], True)
+        writable.marks.add_feedback("ann", "inventory", hit["url_id"], True)
     for hit in newest_first[-5:]:
-        writable.add_feedback("ann", "inventory", hit["url_id"], False)
-    weights = learn_weights(search, [(q, u, r) for _, q, u, r in writable.feedback("ann")])
+        writable.marks.add_feedback("ann", "inventory", hit["url_id"], False)
+    weights = learn_weights(search, [(q, u, r) for _, q, u, r in writable.marks.feedback("ann")])
     assert weights["recency"] > weights["inverse_recency"]
     personal = Personalisation(search)
     learnt, source = personal.weights_for("inventory", "ann", refining=True)
@@ -371,7 +373,7 @@ def test_feedback_teaches_the_ranking_and_profiles_are_aggregated_and_matched(po
     assert set(top) == {hit["url_id"] for hit in newest_first[:5]}
     # a new query of someone else: the aggregated profile whose marked pages lead the default ranking
     for hit in ranked[:3]:
-        writable.add_feedback("cat", "inventory shelf", hit["url_id"], True)
+        writable.marks.add_feedback("cat", "inventory shelf", hit["url_id"], True)
     personal = personal.current()
     assert set(personal.users) == {"ann", "cat"} and len(personal.clusters) == 2
     weights, source = personal.weights_for("inventory", "bob", refining=False)
@@ -408,3 +410,46 @@ def test_search_commands_explain_a_missing_crawl_or_index_in_one_line(portal_cra
     assert indexed.returncode == 0 and json.loads(indexed.stdout)["pages_in_index"] == 36
     found = focuscrawl("search", directory, "socket -database", "--json")
     assert {urllib.parse.urlsplit(hit["url"]).path for hit in json.loads(found.stdout)["results"]} == {"/a", "/evil", "/"}
+
+
+def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(serve, make_config, tmp_path):
+    from focuscrawl.crawler import crawl_critic
+    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, retrain, review_list
+    from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+    site = build_site(pages=200, hosts=4, seed=3)
+    server = serve(make_app(site))
+    config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first", budget={"max_pages": 80},
+                          **make_config(seeds=["http://x/"]).model_dump(include={"politeness", "fetch"}))
+    directory = tmp_path / "crawl"
+    asyncio.run(Crawler.create(config, directory).run())
+    index_crawl(directory)  # link analysis for the authority order
+    index = open_index(directory, writable=True)
+    accepted = review_list(index, None, "confidence", 10)
+    assert len(accepted) == 10 and accepted[0]["score"] >= accepted[-1]["score"] >= 0.5
+    assert review_list(index, None, "authority", 5) and review_list(index, None, "hub", 5)
+    truth = {page["url"]: site.topic_of(page["url"]) == "networking" for page in accepted}
+    for page in accepted:
+        index.marks.set_label(page["url_id"], RELEVANT if truth[page["url"]] else NOT_RELEVANT, "reviewer")
+    estimate = estimated_precision(index)[RELEVANT]
+    assert estimate["reviewed"] == 10 and estimate["precision"] == sum(truth.values()) / 10
+    index.db.close()
+    before = crawl_critic(directory)
+    outcome = retrain(directory)
+    assert outcome["positives"] + outcome["negatives"] == 10 and outcome["judged"] >= 60
+    after = crawl_critic(directory)  # saved in the crawl: a resumed crawl judges with it
+    assert pickle.dumps(after) != pickle.dumps(before) and after.examples_ == before.examples_  # the originals stay
+    texts = [text for url, text in _texts(directory, [p["url_id"] for p in accepted if truth[p["url"]]])]
+    gain = np.mean([j.relevance for j in after.judge_texts(texts)]) - np.mean([j.relevance for j in before.judge_texts(texts)])
+    assert gain > -0.05  # taught as positives, the reviewed pages are not judged worse
+    with sqlite3.connect(directory / "crawl.db") as db:  # the search index ranks by the new judgements
+        assert db.execute("SELECT COUNT(*) FROM documents d JOIN search_docs s ON s.url_id = d.url_id"
+                          " WHERE s.confidence IS NOT d.relevance").fetchone()[0] == 0
+    again = retrain(directory)  # every label every time: they replace the last ones, they do not pile up
+    assert again["positives"] == outcome["positives"] and again["moved"] == 0
+
+
+def _texts(directory, url_ids):
+    with sqlite3.connect(directory / "crawl.db") as db:
+        return db.execute(f"SELECT url_id, text FROM documents WHERE url_id IN ({','.join('?' * len(url_ids))})",
+                          url_ids).fetchall()

@@ -65,7 +65,7 @@ def profiles(search: Search) -> dict[str, Profile]:
     """Every user's profile from the stored feedback, with its learnt weights."""
     found: dict[str, Profile] = {}
     marks: dict[str, list[tuple[str, int, bool]]] = {}
-    for user, query, url_id, relevant in search.index.feedback():
+    for user, query, url_id, relevant in search.index.marks.feedback():
         profile = found.setdefault(user, Profile(user))
         (profile.positive if relevant else profile.negative).add(url_id)
         (profile.negative if relevant else profile.positive).discard(url_id)
@@ -133,12 +133,12 @@ class Personalisation:
 
     def __init__(self, search: Search):
         self.search = search
-        self.marks = search.index.feedback_count()
+        self.feedback_seen = search.index.marks.feedback_count()
         self.users = profiles(search)
         self.clusters = aggregate(list(self.users.values()))
 
     def current(self) -> Personalisation:
-        return self if self.search.index.feedback_count() == self.marks else Personalisation(self.search)
+        return self if self.search.index.marks.feedback_count() == self.feedback_seen else Personalisation(self.search)
 
     def weights_for(self, query: str, user: str | None, refining: bool) -> tuple[dict[str, float], str]:
         """The weights a query is ranked with, and where they come from: the user's own learnt

@@ -95,6 +95,15 @@ class Queries:
     def judged_texts(self) -> list[tuple[int, str]]:
         return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
 
+    def judgements_of(self, url_ids: list[int]) -> dict[int, tuple[float | None, str | None]]:
+        """(the critic's score, topic) of stored pages."""
+        found = {}
+        for start in range(0, len(url_ids), 500):
+            chunk = url_ids[start:start + 500]
+            found.update((url_id, (relevance, topic)) for url_id, relevance, topic in self.db.execute(
+                f"SELECT url_id, relevance, topic FROM documents WHERE url_id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def set_judgements(self, rows: Iterable[tuple[float, str | None, float | None, int]]) -> None:
         """New judgements of stored pages, as (relevance, topic, confidence, url id); the search
         index ranks by them too."""

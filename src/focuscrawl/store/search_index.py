@@ -39,6 +39,12 @@ CREATE TABLE IF NOT EXISTS search_feedback (  -- BINGO! thesis §4.1.1: users' m
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS search_feedback_user ON search_feedback (user, query);
+CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed page's true topic
+    url_id INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,  -- a topic path, 'relevant' (one-topic crawl), or '' (not relevant: the taxonomy's root)
+    user TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
 # BM25 weights of the columns: a word in the title or in the anchors of links to the page says
 # more about it than one in the body (the classic weighting of web search since Brin & Page)
@@ -51,6 +57,7 @@ ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one i
 class SearchIndex:
     def __init__(self, db: sqlite3.Connection):
         self.db = db
+        self.marks = UserMarks(db)
 
     # -- keeping it current ---------------------------------------------------------------
 
@@ -261,6 +268,29 @@ class SearchIndex:
         return self.db.execute("SELECT term, doc FROM temp.search_vocabulary WHERE doc >= ? AND term GLOB '[a-z]*'"
                                " ORDER BY doc DESC LIMIT ?", (lowest, count)).fetchall()
 
+    def for_review(self, topic: str | None, by: str, count: int) -> list[tuple[int, str | None, float, str | None]]:
+        """The best pages of a topic (None: the pages a one-topic crawl accepted) by confidence,
+        authority or hub: (url id, topic, score, label if reviewed)."""
+        column = {"confidence": "sd.confidence", "authority": "COALESCE(ls.authority, 0)", "hub": "COALESCE(ls.hub, 0)"}[by]
+        where, parameters = ("(sd.topic = ? OR sd.topic LIKE ?)", [topic, topic + "/%"]) if topic else (
+            "sd.topic IS NULL AND sd.confidence >= 0.5", [])
+        return self.db.execute(
+            f"SELECT sd.url_id, sd.topic, {column}, lb.label FROM search_docs sd"
+            " LEFT JOIN link_scores ls ON ls.topic = COALESCE(sd.topic, '') AND ls.url_id = sd.url_id"
+            f" LEFT JOIN labels lb ON lb.url_id = sd.url_id WHERE {where} ORDER BY {column} DESC LIMIT ?",
+            [*parameters, count]).fetchall()
+
+    def size(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
+
+
+class UserMarks:
+    """What the portal's users say of pages: feedback on results (BINGO! §4.1.1) and the
+    reviser's labels (§2.4.13), kept in the crawl."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
     def add_feedback(self, user: str, query: str, url_id: int, relevant: bool) -> None:
         """A user's mark on a result (the latest mark of a page for a query counts)."""
         with self.db:
@@ -274,11 +304,22 @@ class SearchIndex:
                                + (" WHERE user = ?" if user else "") + " ORDER BY id", (user,) if user else ())
         return [(who, query, url_id, bool(relevant)) for who, query, url_id, relevant in rows]
 
+    def set_label(self, url_id: int, label: str, user: str) -> None:
+        """A reviewed page's true topic ('' : not relevant); the latest review counts."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO labels (url_id, label, user, at) VALUES (?, ?, ?, ?)",
+                            (url_id, label, user, time.time()))
+
+    def labels(self) -> dict[int, str]:
+        return dict(self.db.execute("SELECT url_id, label FROM labels"))
+
+    def reviewed(self) -> list[tuple[str | None, str]]:
+        """(the topic the page is in, its label) of every reviewed indexed page."""
+        return self.db.execute("SELECT sd.topic, lb.label FROM labels lb JOIN search_docs sd ON sd.url_id = lb.url_id"
+                               " WHERE sd.topic IS NOT NULL OR sd.confidence >= 0.5").fetchall()
+
     def feedback_count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM search_feedback").fetchone()[0]
-
-    def size(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
 
 
 def _url_words(url: str) -> str:

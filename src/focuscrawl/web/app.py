@@ -27,8 +27,10 @@ from pydantic import BaseModel
 
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
+from focuscrawl.learn import ModelError
+from focuscrawl.search.reviser import RELEVANT, REVIEW_ORDERS, estimated_precision, retrain, review_list
 from focuscrawl.search.seeds import find_seeds
-from focuscrawl.store import open_index
+from focuscrawl.store import CrawlDirError, open_index
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -91,6 +93,7 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     _api_routes(app, crawls)
     _page_routes(app, crawls, csrf)
     _dashboard_routes(app, crawls, csrf)
+    _user_mark_routes(app, crawls, csrf)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
@@ -240,18 +243,6 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             raise HTTPException(404, f"no crawl named {crawl!r} is served")
         return crawls.directories[crawl]
 
-    @app.post("/api/feedback")
-    async def api_feedback(request: Request, mark: Feedback) -> dict:
-        """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
-        refinements are ranked with weights learnt from their marks. Needs the page's
-        X-CSRF-Token header (pages of other sites cannot send it)."""
-        if not hmac.compare_digest(request.headers.get("x-csrf-token", ""), csrf):
-            raise HTTPException(403, "missing or stale X-CSRF-Token: reload the page")
-        name, _ = crawls.search(mark.crawl)
-        user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
-        await asyncio.to_thread(_add_feedback, crawls.directories[name], user, mark)
-        return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.feedback_count()}
-
     @app.get("/api/crawls/{crawl}/status")
     def api_status(crawl: str) -> dict:
         """Pages, harvest, frontier, errors by kind, hosts, and the harvest log as series."""
@@ -293,12 +284,76 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         return RedirectResponse(f"/crawls/{crawl}?message={urllib.parse.quote(message)}", status_code=303)
 
 
-def _add_feedback(directory: Path, user: str, mark: Feedback) -> None:
+def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """What users say of pages: feedback on results (§4.1), and BINGO!'s reviser (§2.4.13):
+    review a topic's best pages, relabel them, estimate precision, retrain."""
+
+    def check(token: str) -> None:
+        if not hmac.compare_digest(token, csrf):
+            raise HTTPException(403, "missing or stale CSRF token: reload the page")
+
+    @app.post("/api/feedback")
+    async def api_feedback(request: Request, mark: Feedback) -> dict:
+        """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
+        refinements are ranked with weights learnt from their marks. Needs the page's
+        X-CSRF-Token header (pages of other sites cannot send it)."""
+        check(request.headers.get("x-csrf-token", ""))
+        name, _ = crawls.search(mark.crawl)
+        user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
+        await asyncio.to_thread(_with_writable, crawls.directories[name],
+                                lambda index: index.marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
+        return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.marks.feedback_count()}
+
+    @app.get("/api/reviser/{crawl}")
+    def api_review(crawl: str, topic: str | None = None, by: Literal["confidence", "authority", "hub"] = "confidence",
+                   count: int = Query(20, ge=1, le=500)) -> dict:
+        """A topic's best pages for review (none: a one-topic crawl's accepted pages), with their
+        labels, and every topic's precision estimated from the reviewed pages."""
+        name, engine = crawls.search(crawl)
+        return {"crawl": name, "topic": topic, "by": by, "pages": review_list(engine.index, topic or None, by, count),
+                "precision": estimated_precision(engine.index)}
+
+    @app.post("/api/labels")
+    async def api_label(request: Request, label: Label) -> dict:
+        """A reviewed page's true topic ('relevant' in a one-topic crawl; '' for not relevant)."""
+        check(request.headers.get("x-csrf-token", ""))
+        name, _ = crawls.search(label.crawl)
+        await asyncio.to_thread(_with_writable, crawls.directories[name],
+                                lambda index: index.marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
+        return {"crawl": name, "url_id": label.url_id, "label": label.label}
+
+    @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
+    def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
+        found = api_review(crawl, topic or None, by if by in REVIEW_ORDERS else "confidence", count)
+        _, engine = crawls.search(crawl)
+        return TEMPLATES.TemplateResponse(request, "reviser.html", {
+            **found, "topics": [t for t, _ in engine.index.topics()], "orders": REVIEW_ORDERS, "count": count,
+            "csrf": csrf, "relevant": RELEVANT})
+
+    @app.post("/reviser/{crawl}/retrain", response_class=HTMLResponse, include_in_schema=False)
+    async def retrain_page(request: Request, crawl: str):
+        check(str((await request.form()).get("csrf", "")))
+        name, _ = crawls.search(crawl)
+        try:
+            outcome = await asyncio.to_thread(retrain, crawls.directories[name])
+        except (CrawlDirError, ModelError) as error:
+            outcome = {"error": str(error)}
+        return TEMPLATES.TemplateResponse(request, "retrained.html", {"crawl": name, **outcome})
+
+
+def _with_writable(directory: Path, act) -> None:
     index = open_index(directory, writable=True)
     try:
-        index.add_feedback(user, mark.query, mark.url_id, mark.relevant)
+        act(index)
     finally:
         index.db.close()
+
+
+class Label(BaseModel):
+    crawl: str | None = None
+    url_id: int
+    label: str
+    user: str | None = None
 
 
 class Feedback(BaseModel):

@@ -1,0 +1,86 @@
+"""The reviser (BINGO! thesis §2.4.13): each topic's best pages by confidence, authority or hub
+for a person to check; a page found in the wrong place is relabelled to another topic or to
+"not relevant" (the root of the taxonomy). The reviewed sample estimates each topic's precision,
+and the labelled pages join the critic's training base: retraining (on a crawl no process is
+running) refits the crawl's critic with them, saves it in the crawl — a resumed crawl judges
+with it — and judges every stored page again, reporting which pages moved."""
+
+from __future__ import annotations
+
+import pickle
+from collections import Counter
+from pathlib import Path
+
+from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
+from focuscrawl.learn import Critic, ModelError
+from focuscrawl.store import SearchIndex, Store
+
+RELEVANT = "relevant"  # a one-topic crawl's label of a page that is on its topic
+NOT_RELEVANT = ""  # the root of the taxonomy: on none of its topics
+REVIEW_ORDERS = ("confidence", "authority", "hub")
+
+
+def review_list(index: SearchIndex, topic: str | None, by: str = "confidence", count: int = 20) -> list[dict]:
+    """A topic's best ``count`` pages by ``by``, with what the result list shows and their labels."""
+    if by not in REVIEW_ORDERS:
+        raise ValueError(f"order by one of {', '.join(REVIEW_ORDERS)}, not {by!r}")
+    rows = index.for_review(topic, by, count)
+    details = index.details([url_id for url_id, *_ in rows])
+    return [{**details[url_id], "topic": page_topic, "score": score, "label": label}
+            for url_id, page_topic, score, label in rows if url_id in details]
+
+
+def estimated_precision(index: SearchIndex) -> dict[str, dict]:
+    """Per topic the reviewed pages, those confirmed, and their share: the crawl's precision as
+    the reviewed sample estimates it (BINGO! Figure 2.23)."""
+    reviewed, confirmed = Counter(), Counter()
+    for topic, label in index.marks.reviewed():
+        name = topic or RELEVANT
+        reviewed[name] += 1
+        confirmed[name] += label == name
+    return {name: {"reviewed": reviewed[name], "confirmed": confirmed[name],
+                   "precision": round(confirmed[name] / reviewed[name], 3)} for name in sorted(reviewed)}
+
+
+def retrain(directory: Path, moved_shown: int = 25) -> dict:
+    """Refit the crawl's critic with the labelled pages (positives of their topics; 'not
+    relevant' ones as negatives), save it in the crawl, judge every stored page again."""
+    store = Store(directory, warc=False)  # takes the crawl's lock: not while it is crawled
+    try:
+        critic = crawl_critic(directory)
+        if critic is None:
+            raise ModelError(f"{directory}: this crawl has no critic to retrain")
+        labels = store.search.marks.labels()
+        if not labels:
+            raise ModelError(f"{directory}: no page has been reviewed yet")
+        texts, urls = store.texts_of(list(labels)), store.urls_of(list(labels))
+        positives: dict[str, dict[str, str]] = {}
+        for url_id, label in labels.items():
+            if label != NOT_RELEVANT and url_id in texts:
+                positives.setdefault("" if isinstance(critic, Critic) else label, {})[urls[url_id]] = texts[url_id]
+        negatives = [texts[url_id] for url_id, label in labels.items() if label == NOT_RELEVANT and url_id in texts]
+        retrained = critic.refit(positives, negatives)  # all labels every time: they replace the last ones
+        rows = store.queries.judged_texts()
+        before = store.queries.judgements_of([url_id for url_id, _ in rows])
+        judged = []
+        for start in range(0, len(rows), 500):
+            chunk = rows[start:start + 500]
+            judged += [(j.relevance, j.topic, j.confidence, url_id)
+                       for j, (url_id, _) in zip(retrained.judge_texts([text for _, text in chunk]), chunk)]
+        with store.transaction():
+            store.save_model(CRITIC_MODEL, pickle.dumps(retrained, protocol=pickle.HIGHEST_PROTOCOL))
+            store.queries.set_judgements(judged)
+        moved = [{"url_id": url_id, "before": before[url_id], "after": (relevance, topic)}
+                 for relevance, topic, _, url_id in judged
+                 if url_id in before and _moved(before[url_id], (relevance, topic))]
+        moved.sort(key=lambda m: -abs((m["after"][0] or 0) - (m["before"][0] or 0)))
+        details = store.search.details([m["url_id"] for m in moved[:moved_shown]])
+        return {"positives": sum(map(len, positives.values())), "negatives": len(negatives), "judged": len(judged),
+                "moved": len(moved), "largest_moves": [{**details.get(m["url_id"], {}), **m} for m in moved[:moved_shown]]}
+    finally:
+        store.close()
+
+
+def _moved(before: tuple[float | None, str | None], after: tuple[float | None, str | None]) -> bool:
+    """Whether a page changed sides: accepted or rejected (0.5), or another topic."""
+    return ((before[0] or 0) >= 0.5) != ((after[0] or 0) >= 0.5) or before[1] != after[1]
