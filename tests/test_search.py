@@ -412,9 +412,9 @@ def test_search_commands_explain_a_missing_crawl_or_index_in_one_line(portal_cra
     assert {urllib.parse.urlsplit(hit["url"]).path for hit in json.loads(found.stdout)["results"]} == {"/a", "/evil", "/"}
 
 
-def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(serve, make_config, tmp_path):
-    from focuscrawl.crawler import crawl_critic
-    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, retrain, review_list
+@pytest.fixture
+def critic_crawl(serve, make_config, tmp_path):
+    """A best-first crawl with a critic of a synthetic four-topic site, indexed, with the site."""
     from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
     site = build_site(pages=200, hosts=4, seed=3)
@@ -424,6 +424,14 @@ def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels
     directory = tmp_path / "crawl"
     asyncio.run(Crawler.create(config, directory).run())
     index_crawl(directory)  # link analysis for the authority order
+    return directory, site
+
+
+def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(critic_crawl):
+    from focuscrawl.crawler import crawl_critic
+    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, retrain, review_list
+
+    directory, site = critic_crawl
     index = open_index(directory, writable=True)
     accepted = review_list(index, None, "confidence", 10)
     assert len(accepted) == 10 and accepted[0]["score"] >= accepted[-1]["score"] >= 0.5
@@ -453,3 +461,28 @@ def _texts(directory, url_ids):
     with sqlite3.connect(directory / "crawl.db") as db:
         return db.execute(f"SELECT url_id, text FROM documents WHERE url_id IN ({','.join('?' * len(url_ids))})",
                           url_ids).fetchall()
+
+
+def test_a_reviewer_relabels_pages_in_the_browser_and_retrains_the_critic(critic_crawl, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    directory, _ = critic_crawl
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        base = _wait_for_address(process)
+        browser.get(base + "/reviser/crawl?count=5")
+        items = browser.find_elements(By.CSS_SELECTOR, "#review > li")
+        assert len(items) == 5
+        for item, verdict in zip(items[:2], ("relevant", "not relevant")):
+            item.find_element(By.XPATH, f".//button[text()='{verdict}']").click()
+            WebDriverWait(browser, 10).until(lambda b: item.find_element(By.CSS_SELECTOR, ".marked").text.startswith("reviewed"))
+        browser.get(base + "/reviser/crawl?count=5")
+        assert "2" in browser.find_element(By.CSS_SELECTOR, "#precision tr:nth-child(2) td:nth-child(2)").text
+        browser.find_element(By.XPATH, "//button[starts-with(text(), 'Retrain')]").click()
+        outcome = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "outcome")).text
+        assert outcome.startswith("Trained with 1 reviewed pages as positives and 1 as negatives")
+    finally:
+        process.terminate()
+        process.wait(10)
