@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 
 SEARCH_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5(
-    title, body, url_words, anchors, content='', prefix='2 3 4', tokenize='porter unicode61 remove_diacritics 2');
+    title, body, url_words, anchors, content='', prefix='3', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index needs beside the text, and what ranks it
     url_id INTEGER PRIMARY KEY,
     fetch_id INTEGER NOT NULL,  -- the fetch whose document was indexed
