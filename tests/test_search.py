@@ -486,3 +486,15 @@ def test_a_reviewer_relabels_pages_in_the_browser_and_retrains_the_critic(critic
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_api_answers_as_its_openapi_description_says(portal):
+    """Schemathesis generates requests from /openapi.json: no server error, and every status
+    code, content type and response body is one the description documents."""
+    schemathesis = Path(sys.executable).parent / "schemathesis"
+    if not schemathesis.exists():
+        pytest.skip("schemathesis is not installed (pip install -e '.[test]')")
+    run = subprocess.run([str(schemathesis), "run", portal.base + "/openapi.json", "--max-examples", "15", "--seed", "1",
+                          "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+                          "response_schema_conformance"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:]

@@ -33,6 +33,11 @@ from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import CrawlDirError, open_index
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
 
+BAD_QUERY = {400: {"description": "the query, a weight or a date cannot be used (the reason in `detail`)"}}
+UNKNOWN = {404: {"description": "no crawl of that name is served"}}
+FORBIDDEN = {400: {"description": "the body is not JSON"},
+             403: {"description": "missing or stale CSRF token (the X-CSRF-Token header of the portal's pages)"}}
+EXPORTED = {200: {"description": "one result per line", "content": {"application/x-ndjson": {}, "text/csv": {}}}}
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TOKEN_COOKIE = "focuscrawl_token"
 USER_COOKIE = "focuscrawl_user"  # whose feedback profile a browser searches with
@@ -144,7 +149,7 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
                            "topics": [{"topic": t, "pages": n} for t, n in engine.index.topics()]})
         return served
 
-    @app.get("/api/search")
+    @app.get("/api/search", responses={**BAD_QUERY, **UNKNOWN})
     def api_search(request: Request, q: str = Query(..., description="BINGO! syntax: word, -word, word%, \"a phrase\""),
                    page: int = Query(1, ge=1), crawl: str | None = None, within: str | None = None,
                    words: bool = Query(False, description="match surface words, not stems"),
@@ -155,7 +160,7 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         (bm25, confidence, authority, hub, pagerank, topic_pagerank, recency, inverse_recency)."""
         return run_search(crawls, request, crawl, q, page, within, words, topic, host, mime, since, until)
 
-    @app.get("/api/search.{extension}", response_class=PlainTextResponse)
+    @app.get("/api/search.{extension}", response_class=PlainTextResponse, responses={**EXPORTED, **BAD_QUERY, **UNKNOWN})
     def api_search_export(request: Request, extension: Literal["jsonl", "csv"], q: str = Query(...),
                           crawl: str | None = None, within: str | None = None, words: bool = False,
                           topic: str | None = None, host: str | None = None, mime: str | None = None,
@@ -166,7 +171,7 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         return PlainTextResponse(_lines(rows, extension), media_type=EXPORT_TYPES[extension],
                                  headers={"Content-Disposition": f'attachment; filename="results.{extension}"'})
 
-    @app.get("/api/seeds")
+    @app.get("/api/seeds", responses=BAD_QUERY)
     def api_seeds(q: str = Query(..., description="BINGO! syntax"), count: int = Query(20, ge=1, le=1000),
                   per_host: int = Query(2, ge=1)) -> list[dict]:
         """Seed URLs for a new crawl from every served crawl's index, a few per host."""
@@ -175,13 +180,13 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         except QueryError as error:
             raise HTTPException(400, str(error)) from None
 
-    @app.get("/api/pages/{crawl}/{url_id}/similar")
+    @app.get("/api/pages/{crawl}/{url_id}/similar", responses=UNKNOWN)
     def api_similar(crawl: str, url_id: int) -> dict:
         """The 25 pages most similar to the page (cosine of TF-IDF vectors)."""
         name, engine = crawls.search(crawl)
         return {"crawl": name, "url_id": url_id, "similar": engine.similar(url_id)}
 
-    @app.get("/api/pages/{crawl}/{url_id}/neighbours")
+    @app.get("/api/pages/{crawl}/{url_id}/neighbours", responses=UNKNOWN)
     def api_neighbours(crawl: str, url_id: int) -> dict:
         """Stored pages that link to the page, and those it links to."""
         return neighbours(crawls, crawl, url_id)
@@ -243,12 +248,12 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             raise HTTPException(404, f"no crawl named {crawl!r} is served")
         return crawls.directories[crawl]
 
-    @app.get("/api/crawls/{crawl}/status")
+    @app.get("/api/crawls/{crawl}/status", responses=UNKNOWN)
     def api_status(crawl: str) -> dict:
         """Pages, harvest, frontier, errors by kind, hosts, and the harvest log as series."""
         return dashboard_state(directory_of(crawl))
 
-    @app.get("/api/crawls/{crawl}/events", response_class=StreamingResponse)
+    @app.get("/api/crawls/{crawl}/events", response_class=StreamingResponse, responses=UNKNOWN)
     async def api_events(crawl: str, every: float = Query(2.0, ge=0.5, le=60)):
         """Server-sent events: the status above every ``every`` seconds while the client listens."""
         directory = directory_of(crawl)
@@ -292,7 +297,7 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         if not hmac.compare_digest(token, csrf):
             raise HTTPException(403, "missing or stale CSRF token: reload the page")
 
-    @app.post("/api/feedback")
+    @app.post("/api/feedback", responses={**FORBIDDEN, **UNKNOWN})
     async def api_feedback(request: Request, mark: Feedback) -> dict:
         """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
         refinements are ranked with weights learnt from their marks. Needs the page's
@@ -304,7 +309,7 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
                                 lambda index: index.marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
         return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.marks.feedback_count()}
 
-    @app.get("/api/reviser/{crawl}")
+    @app.get("/api/reviser/{crawl}", responses=UNKNOWN)
     def api_review(crawl: str, topic: str | None = None, by: Literal["confidence", "authority", "hub"] = "confidence",
                    count: int = Query(20, ge=1, le=500)) -> dict:
         """A topic's best pages for review (none: a one-topic crawl's accepted pages), with their
@@ -313,7 +318,7 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         return {"crawl": name, "topic": topic, "by": by, "pages": review_list(engine.index, topic or None, by, count),
                 "precision": estimated_precision(engine.index)}
 
-    @app.post("/api/labels")
+    @app.post("/api/labels", responses={**FORBIDDEN, **UNKNOWN})
     async def api_label(request: Request, label: Label) -> dict:
         """A reviewed page's true topic ('relevant' in a one-topic crawl; '' for not relevant)."""
         check(request.headers.get("x-csrf-token", ""))
