@@ -429,7 +429,8 @@ def critic_crawl(serve, make_config, tmp_path):
 
 def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(critic_crawl):
     from focuscrawl.crawler import crawl_critic
-    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, retrain, review_list
+    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, feature_space, retrain, review_list
+    from focuscrawl.text import Analyzer
 
     directory, site = critic_crawl
     index = open_index(directory, writable=True)
@@ -441,6 +442,9 @@ def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels
         index.marks.set_label(page["url_id"], RELEVANT if truth[page["url"]] else NOT_RELEVANT, "reviewer")
     estimate = estimated_precision(index)[RELEVANT]
     assert estimate["reviewed"] == 10 and estimate["precision"] == sum(truth.values()) / 10
+    features = feature_space(directory, index, count=8)
+    assert len(features) == 8 and features[0]["weight"] >= features[-1]["weight"] > 0
+    assert sum(feature["term"] in Analyzer().terms(feature["context"]) for feature in features) >= 6  # shown in use
     index.db.close()
     before = crawl_critic(directory)
     outcome = retrain(directory)
@@ -480,6 +484,9 @@ def test_a_reviewer_relabels_pages_in_the_browser_and_retrains_the_critic(critic
             WebDriverWait(browser, 10).until(lambda b: item.find_element(By.CSS_SELECTOR, ".marked").text.startswith("reviewed"))
         browser.get(base + "/reviser/crawl?count=5")
         assert "2" in browser.find_element(By.CSS_SELECTOR, "#precision tr:nth-child(2) td:nth-child(2)").text
+        browser.find_element(By.LINK_TEXT, "The topic's feature space").click()
+        assert len(WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#features tr"))) > 10
+        browser.back()
         browser.find_element(By.XPATH, "//button[starts-with(text(), 'Retrain')]").click()
         outcome = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "outcome")).text
         assert outcome.startswith("Trained with 1 reviewed pages as positives and 1 as negatives")

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
 from focuscrawl.learn import Critic, ModelError
+from focuscrawl.search.seeds import classifier_terms
 from focuscrawl.store import SearchIndex, Store
+from focuscrawl.text import SENTENCE_END, Analyzer
 
 RELEVANT = "relevant"  # a one-topic crawl's label of a page that is on its topic
 NOT_RELEVANT = ""  # the root of the taxonomy: on none of its topics
@@ -79,6 +81,27 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
                 "moved": len(moved), "largest_moves": [{**details.get(m["url_id"], {}), **m} for m in moved[:moved_shown]]}
     finally:
         store.close()
+
+
+def feature_space(directory: Path, index: SearchIndex, topic: str | None = None, count: int = 40) -> list[dict]:
+    """The topic's best terms by Mutual Information (the critic's feature selection, §2.3.2;
+    the reviser's Figure 2.24), each with a sentence of a stored page that holds it."""
+    critic = crawl_critic(directory)
+    if critic is None:
+        raise ModelError(f"{directory}: this crawl has no critic")
+    terms = classifier_terms(critic, topic, count)
+    weights = critic.child(topic).weights if topic else critic.preview_weights_
+    analyzer = Analyzer()
+    found = []
+    for term in terms:
+        context = ""
+        matches = index.matches('"' + term.replace('"', '""') + '"', 1)
+        if matches:
+            text = index.texts([matches[0][0]])[matches[0][0]][1]
+            context = next((sentence for sentence in SENTENCE_END.split(text)
+                            if term in analyzer.terms(sentence) and len(sentence) < 400), "")
+        found.append({"term": term, "weight": weights[term], "context": context})
+    return found
 
 
 def _moved(before: tuple[float | None, str | None], after: tuple[float | None, str | None]) -> bool:

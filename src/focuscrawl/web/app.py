@@ -28,7 +28,8 @@ from pydantic import BaseModel
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
 from focuscrawl.learn import ModelError
-from focuscrawl.search.reviser import RELEVANT, REVIEW_ORDERS, estimated_precision, retrain, review_list
+from focuscrawl.search.reviser import (RELEVANT, REVIEW_ORDERS, estimated_precision, feature_space, retrain,
+                                      review_list)
 from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import CrawlDirError, open_index
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
@@ -326,6 +327,16 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         await asyncio.to_thread(_with_writable, crawls.directories[name],
                                 lambda index: index.marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
         return {"crawl": name, "url_id": label.url_id, "label": label.label}
+
+    @app.get("/reviser/{crawl}/features", response_class=HTMLResponse, include_in_schema=False)
+    def features_page(request: Request, crawl: str, topic: str = ""):
+        name, engine = crawls.search(crawl)
+        try:
+            terms, error = feature_space(crawls.directories[name], engine.index, topic or None), None
+        except (ModelError, QueryError) as failure:
+            terms, error = [], str(failure)
+        return TEMPLATES.TemplateResponse(request, "features.html", {"crawl": name, "topic": topic, "terms": terms,
+                                                                     "error": error})
 
     @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
     def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
