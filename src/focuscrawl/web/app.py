@@ -99,7 +99,8 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     _api_routes(app, crawls)
     _page_routes(app, crawls, csrf)
     _dashboard_routes(app, crawls, csrf)
-    _user_mark_routes(app, crawls, csrf)
+    _feedback_routes(app, crawls, csrf)
+    _reviser_routes(app, crawls, csrf)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
@@ -290,25 +291,30 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         return RedirectResponse(f"/crawls/{crawl}?message={urllib.parse.quote(message)}", status_code=303)
 
 
-def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
-    """What users say of pages: feedback on results (§4.1), and BINGO!'s reviser (§2.4.13):
-    review a topic's best pages, relabel them, estimate precision, retrain."""
+def _check_csrf(given: str, csrf: str) -> None:
+    if not hmac.compare_digest(given, csrf):
+        raise HTTPException(403, "missing or stale CSRF token: reload the page")
 
-    def check(token: str) -> None:
-        if not hmac.compare_digest(token, csrf):
-            raise HTTPException(403, "missing or stale CSRF token: reload the page")
+
+def _feedback_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """Users' marks on results (BINGO! §4.1.1)."""
 
     @app.post("/api/feedback", responses={**FORBIDDEN, **UNKNOWN})
     async def api_feedback(request: Request, mark: Feedback) -> dict:
         """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
         refinements are ranked with weights learnt from their marks. Needs the page's
         X-CSRF-Token header (pages of other sites cannot send it)."""
-        check(request.headers.get("x-csrf-token", ""))
+        _check_csrf(request.headers.get("x-csrf-token", ""), csrf)
         name, _ = crawls.search(mark.crawl)
         user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
         await asyncio.to_thread(_with_writable, crawls.directories[name],
                                 lambda index: index.marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
         return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.marks.feedback_count()}
+
+
+def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """BINGO!'s reviser (§2.4.13): review a topic's best pages, relabel them, estimate
+    precision, look at the feature space, retrain."""
 
     @app.get("/api/reviser/{crawl}", responses=UNKNOWN)
     def api_review(crawl: str, topic: str | None = None, by: Literal["confidence", "authority", "hub"] = "confidence",
@@ -322,7 +328,7 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
     @app.post("/api/labels", responses={**FORBIDDEN, **UNKNOWN})
     async def api_label(request: Request, label: Label) -> dict:
         """A reviewed page's true topic ('relevant' in a one-topic crawl; '' for not relevant)."""
-        check(request.headers.get("x-csrf-token", ""))
+        _check_csrf(request.headers.get("x-csrf-token", ""), csrf)
         name, _ = crawls.search(label.crawl)
         await asyncio.to_thread(_with_writable, crawls.directories[name],
                                 lambda index: index.marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
@@ -348,7 +354,7 @@ def _user_mark_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
 
     @app.post("/reviser/{crawl}/retrain", response_class=HTMLResponse, include_in_schema=False)
     async def retrain_page(request: Request, crawl: str):
-        check(str((await request.form()).get("csrf", "")))
+        _check_csrf(str((await request.form()).get("csrf", "")), csrf)
         name, _ = crawls.search(crawl)
         try:
             outcome = await asyncio.to_thread(retrain, crawls.directories[name])
