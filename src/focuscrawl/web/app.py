@@ -280,9 +280,7 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
 
     @app.post("/crawls/{crawl}/{action}", include_in_schema=False)
     async def control(request: Request, crawl: str, action: Literal["stop", "resume"]):
-        form = await request.form()
-        if not hmac.compare_digest(str(form.get("csrf", "")), csrf):
-            raise HTTPException(403, "the form is stale or comes from another site: reload the dashboard")
+        _check_csrf(str((await request.form()).get("csrf", "")), csrf)
         try:
             (stop_crawl if action == "stop" else resume_crawl)(directory_of(crawl))
             message = "stopping: committed pages stay" if action == "stop" else "resuming"
