@@ -218,8 +218,8 @@ class StoreSettings(_Section):
     commit_pages: int = Field(32, ge=1, description="pages per SQLite commit (1: a commit per page); a page not yet"
                                                    " committed is still in flight, fetched again after a kill")
     commit_seconds: float = Field(1.0, gt=0, description="commit at least this often while pages are handled")
-    search_index: bool = Field(True, description="index each stored page for `focuscrawl serve` in its own transaction"
-                                                 " (anchor texts of links found later: `focuscrawl index`)")
+    search_index: bool = Field(True, description="index each stored page for `focuscrawl serve` in its own transaction;"
+                                                 " anchor texts of links found later within 1 % of the crawl's time")
 
 
 class CrawlConfig(_Section):

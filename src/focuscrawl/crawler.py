@@ -77,6 +77,7 @@ def read_seeds(config: CrawlConfig) -> list[str]:
 
 
 CRITICS = (Critic, TaxonomyModel)
+ANCHOR_SHARE = 0.01  # of the crawl's time, spent on new links' anchors in the search index
 CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)
 
 
@@ -281,6 +282,10 @@ class Crawler:
             await asyncio.sleep(self.config.store.commit_seconds)
             try:
                 self.store.commit_if_due()
+                if self.config.store.search_index:  # new anchors, within a small share of the time
+                    clock = time.perf_counter()
+                    self.store.follow_anchors(self.config.store.commit_seconds * ANCHOR_SHARE)
+                    self.stage_seconds["index"] += time.perf_counter() - clock
             except Exception as error:  # the group is rolled back: its pages are in flight on disk again
                 self._rolled_back()
                 self.stop(f"{DISK_FULL}: {error}" if out_of_space(error) else f"the database failed: {error}")

@@ -26,7 +26,7 @@ from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.queries import Queries
-from focuscrawl.store.search_index import SearchIndex
+from focuscrawl.store.search_index import CRAWL_LINK_BATCH, SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
 
 
@@ -85,6 +85,7 @@ class Repository(Protocol):
     def record_document(self, url_id: int, fetch_id: int, page, digest: str, duplicate_of: int | None,
                         relevance: float | None, language_score: int | None, judgement=None) -> None: ...
     def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None: ...
+    def follow_anchors(self, seconds: float) -> None: ...
     def record_host(self, host, crawl_delay: float | None = None) -> None: ...
     def record_sitemaps(self, origin: str, urls: list[str]) -> None: ...
     def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None: ...
@@ -241,6 +242,11 @@ class Store:
             (url_id, fetch_id, page.title, None if duplicate_of or page.noindex else page.text, digest, duplicate_of,
              relevance, page.canonical, page.charset, int(page.noindex), language_score, topic, confidence, preview),
         )
+
+    def follow_anchors(self, seconds: float) -> None:
+        """New links' anchor texts into the search index, for about ``seconds`` (one unit of work)."""
+        with self.transaction():
+            self.search.refresh_anchors(limit=1 << 30, seconds=seconds, batch=CRAWL_LINK_BATCH)
 
     def topic_counts(self) -> Counter:
         return Counter(dict(self.db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic")))

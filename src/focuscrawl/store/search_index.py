@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed pa
 COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
 MAX_ANCHORS = 200  # distinct anchor texts indexed per page (a home page may have thousands)
 LINK_BATCH = 200_000  # links read at a time when refreshing anchors
+CRAWL_LINK_BATCH = 20_000  # the same during a crawl, which gives it a time budget
 ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
 
 
@@ -95,17 +96,19 @@ class SearchIndex:
             self._set_watermark("search_fetches_indexed", self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0)
         elif rows:
             self._set_watermark("search_fetches_indexed", rows[-1][1])
-        return changed + self._refresh_anchors(limit)
+        return changed + self.refresh_anchors(limit)
 
-    def _refresh_anchors(self, limit: int) -> int:
+    def refresh_anchors(self, limit: int, seconds: float | None = None, batch: int = LINK_BATCH) -> int:
         """Pages already indexed that links stored since the last call reach with an anchor text
-        they were not indexed with, re-indexed (up to about ``limit`` of them). Links are read in
-        batches of distinct (target, anchor) pairs: a menu repeated on every page brings none."""
+        they were not indexed with, re-indexed (up to about ``limit`` of them, or for about
+        ``seconds``). Links are read in batches of distinct (target, anchor) pairs: a menu
+        repeated on every page brings none. Call inside a transaction."""
+        deadline = time.monotonic() + seconds if seconds is not None else None
         last = self._watermark("search_links_seen")
         newest = self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
         changed = 0
-        while last < newest and changed < limit:
-            upto = min(newest, last + LINK_BATCH)
+        while last < newest and changed < limit and (deadline is None or time.monotonic() < deadline):
+            upto = min(newest, last + batch)
             new: dict[int, set[str]] = {}
             for target, anchor in self.db.execute(
                     "SELECT DISTINCT l.target_id, l.anchor_text FROM links l JOIN search_docs s ON s.url_id = l.target_id"
@@ -113,6 +116,8 @@ class SearchIndex:
                     (last, upto)):
                 new.setdefault(target, set()).add(anchor)
             for target, anchors in new.items():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return changed  # the batch again next time: the pages done meanwhile compare equal
                 indexed = self.db.execute("SELECT anchors FROM search_docs WHERE url_id = ?", (target,)).fetchone()[0]
                 known = set(indexed.split(ANCHOR_SEPARATOR)) if indexed else set()
                 if len(known) < MAX_ANCHORS and anchors - known:
