@@ -207,6 +207,12 @@ def test_the_api_searches_pages_with_paging_and_explains_bad_queries(portal):
     assert [json.loads(line)["url"] for line in lines.splitlines()[:25]] == [r["url"] for r in first["results"]]
     status, table = portal("/api/search.csv?q=inventory")
     assert status == 200 and table.splitlines()[0].startswith("url,title,topic,score") and len(table.splitlines()) == 32
+    crawl_name = json.loads(portal("/api/crawls")[1])[0]["name"]
+    status, collection = portal(f"/api/crawls/{crawl_name}/export.jsonl")
+    fetched = [json.loads(line) for line in collection.splitlines()]
+    assert status == 200 and len([row for row in fetched if row["status"] == 200]) == 36
+    status, table = portal(f"/api/crawls/{crawl_name}/export.csv")
+    assert table.splitlines()[0] == "url,final_url,status,error,depth,relevance,title,fetched_at" and len(table.splitlines()) == len(fetched) + 1
     spec = json.loads(portal("/openapi.json")[1])
     assert "/api/search" in spec["paths"] and "/api/crawls" in spec["paths"]
     crawls = json.loads(portal("/api/crawls")[1])
