@@ -3,16 +3,11 @@
 (function () {
   const list = document.getElementById("review");
   if (!list) return;
-  list.addEventListener("click", async (event) => {
-    const button = event.target.closest("button.label");
-    if (!button) return;
-    const item = button.closest("li");
+  window.portalOnButton(list, "button.label", async (button, item) => {
     const select = item.querySelector("select.relabel");
     const label = select ? select.value : button.dataset.label;
-    const response = await fetch("/api/labels", {
-      method: "POST",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": list.dataset.csrf},
-      body: JSON.stringify({crawl: list.dataset.crawl, url_id: Number(item.dataset.urlId), label: label}),
+    const response = await window.portalPost("/api/labels", list.dataset.csrf, {
+      crawl: list.dataset.crawl, url_id: Number(item.dataset.urlId), label: label,
     });
     item.querySelector(".marked").textContent = response.ok ? `reviewed: ${label || "not relevant"}` : "not saved";
   });

@@ -11,16 +11,10 @@
   }
   const results = document.querySelector("ol.results");
   if (!results) return;
-  results.addEventListener("click", async (event) => {
-    const button = event.target.closest("button.mark");
-    if (!button) return;
-    const item = button.closest("li");
+  window.portalOnButton(results, "button.mark", async (button, item) => {
     const relevant = button.dataset.relevant === "true";
-    const response = await fetch("/api/feedback", {
-      method: "POST",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": results.dataset.csrf},
-      body: JSON.stringify({crawl: results.dataset.crawl, query: results.dataset.query,
-                            url_id: Number(item.dataset.urlId), relevant: relevant}),
+    const response = await window.portalPost("/api/feedback", results.dataset.csrf, {
+      crawl: results.dataset.crawl, query: results.dataset.query, url_id: Number(item.dataset.urlId), relevant: relevant,
     });
     const note = item.querySelector(".marked");
     note.textContent = response.ok ? (relevant ? "marked relevant" : "marked not relevant") : "not saved";
