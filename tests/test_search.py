@@ -474,6 +474,18 @@ def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels
                           " WHERE s.confidence IS NOT d.relevance").fetchone()[0] == 0
     again = retrain(directory)  # every label every time: they replace the last ones, they do not pile up
     assert again["positives"] == outcome["positives"] and again["moved"] == 0
+    top = features[0]["term"]
+    assert top in after.feature_space()
+    marks = open_index(directory, writable=True)
+    marks.marks.exclude_term(top, True, "reviewer")
+    retrain(directory)
+    without = crawl_critic(directory)
+    assert top not in without.feature_space() and top not in without.preview_weights_
+    assert without.examples_ == before.examples_  # the originals keep the term: it can be included again
+    marks.marks.exclude_term(top, False, "reviewer")
+    marks.db.close()
+    retrain(directory)
+    assert top in crawl_critic(directory).feature_space()
 
 
 def _texts(directory, url_ids):
@@ -500,7 +512,10 @@ def test_a_reviewer_relabels_pages_in_the_browser_and_retrains_the_critic(critic
         browser.get(base + "/reviser/crawl?count=5")
         assert "2" in browser.find_element(By.CSS_SELECTOR, "#precision tr:nth-child(2) td:nth-child(2)").text
         browser.find_element(By.LINK_TEXT, "The topic's feature space").click()
-        assert len(WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#features tr"))) > 10
+        terms = WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#features > li"))
+        assert len(terms) > 10
+        terms[0].find_element(By.CSS_SELECTOR, "button.term").click()
+        WebDriverWait(browser, 10).until(lambda b: terms[0].find_element(By.CSS_SELECTOR, ".marked").text == "excluded")
         browser.back()
         browser.find_element(By.XPATH, "//button[starts-with(text(), 'Retrain')]").click()
         outcome = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "outcome")).text

@@ -7,6 +7,7 @@ with it — and judges every stored page again, reporting which pages moved."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
 from focuscrawl.learn import Critic, ModelError
 from focuscrawl.search.seeds import classifier_terms
 from focuscrawl.store import SearchIndex, Store
-from focuscrawl.text import SENTENCE_END, Analyzer
+from focuscrawl.text import SENTENCE_END, TOKEN, Analyzer
 
 RELEVANT = "relevant"  # a one-topic crawl's label of a page that is on its topic
 NOT_RELEVANT = ""  # the root of the taxonomy: on none of its topics
@@ -55,13 +56,15 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
         labels = store.search.marks.labels()
         if not labels:
             raise ModelError(f"{directory}: no page has been reviewed yet")
-        texts, urls = store.texts_of(list(labels)), store.urls_of(list(labels))
+        excluded = store.search.marks.excluded_terms()
+        texts = {url_id: without_terms(text, excluded) for url_id, text in store.texts_of(list(labels)).items()}
+        urls = store.urls_of(list(labels))
         positives: dict[str, dict[str, str]] = {}
         for url_id, label in labels.items():
             if label != NOT_RELEVANT and url_id in texts:
                 positives.setdefault("" if isinstance(critic, Critic) else label, {})[urls[url_id]] = texts[url_id]
         negatives = [texts[url_id] for url_id, label in labels.items() if label == NOT_RELEVANT and url_id in texts]
-        retrained = critic.refit(positives, negatives)  # all labels every time: they replace the last ones
+        retrained = _refit(critic, positives, negatives, excluded)
         rows = store.queries.judged_texts()
         before = store.queries.judgements_of([url_id for url_id, _ in rows])
         judged = []
@@ -83,6 +86,36 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
         store.close()
 
 
+def _refit(critic, positives: dict[str, dict[str, str]], negatives: list[str], excluded: set[str]):
+    """The critic refitted with the labelled pages (all labels every time: they replace the last
+    ones) beside its original examples, which keep the excluded terms only in its memory: a
+    term no longer excluded is learnt again at the next retraining."""
+    if not excluded or not isinstance(critic, Critic):
+        return critic.refit(positives, negatives)
+    originals = critic.examples_
+    stripped = copy.copy(critic)
+    stripped.examples_ = tuple([without_terms(text, excluded) for text in texts] for texts in originals)
+    retrained = stripped.refit(positives, negatives)
+    retrained.examples_ = originals
+    return retrained
+
+
+def without_terms(text: str, excluded: set[str]) -> str:
+    """The text without the words whose stems are ``excluded`` (the critic cannot learn them)."""
+    if not excluded:
+        return text
+    analyzer, stems = Analyzer(), {}
+
+    def kept(word) -> str:
+        found = word.group()
+        if found not in stems:
+            terms = analyzer.terms(found)
+            stems[found] = bool(terms) and terms[0] in excluded
+        return "" if stems[found] else found
+
+    return TOKEN.sub(kept, text)
+
+
 def feature_space(directory: Path, index: SearchIndex, topic: str | None = None, count: int = 40) -> list[dict]:
     """The topic's best terms by Mutual Information (the critic's feature selection, §2.3.2;
     the reviser's Figure 2.24), each with a sentence of a stored page that holds it."""
@@ -91,7 +124,7 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
         raise ModelError(f"{directory}: this crawl has no critic")
     terms = classifier_terms(critic, topic, count)
     weights = critic.child(topic).weights if topic else critic.preview_weights_
-    analyzer = Analyzer()
+    analyzer, excluded = Analyzer(), index.marks.excluded_terms()
     found = []
     for term in terms:
         context = ""
@@ -100,7 +133,7 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
             text = index.texts([matches[0][0]])[matches[0][0]][1]
             context = next((sentence for sentence in SENTENCE_END.split(text)
                             if term in analyzer.terms(sentence) and len(sentence) < 400), "")
-        found.append({"term": term, "weight": weights[term], "context": context})
+        found.append({"term": term, "weight": weights[term], "context": context, "excluded": term in excluded})
     return found
 
 

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS search_feedback (  -- BINGO! thesis §4.1.1: users' m
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS search_feedback_user ON search_feedback (user, query);
+CREATE TABLE IF NOT EXISTS excluded_terms (term TEXT PRIMARY KEY, user TEXT NOT NULL, at REAL NOT NULL);  -- the reviser's
 CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed page's true topic
     url_id INTEGER PRIMARY KEY,
     label TEXT NOT NULL,  -- a topic path, 'relevant' (one-topic crawl), or '' (not relevant: the taxonomy's root)
@@ -314,6 +315,18 @@ class UserMarks:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO labels (url_id, label, user, at) VALUES (?, ?, ?, ?)",
                             (url_id, label, user, time.time()))
+
+    def exclude_term(self, term: str, excluded: bool, user: str) -> None:
+        """A term (a stem) the critic must not learn from, or no longer."""
+        with self.db:
+            if excluded:
+                self.db.execute("INSERT OR REPLACE INTO excluded_terms (term, user, at) VALUES (?, ?, ?)",
+                                (term, user, time.time()))
+            else:
+                self.db.execute("DELETE FROM excluded_terms WHERE term = ?", (term,))
+
+    def excluded_terms(self) -> set[str]:
+        return {term for (term,) in self.db.execute("SELECT term FROM excluded_terms")}
 
     def labels(self) -> dict[int, str]:
         return dict(self.db.execute("SELECT url_id, label FROM labels"))

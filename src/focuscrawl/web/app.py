@@ -327,11 +327,9 @@ def _feedback_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
         refinements are ranked with weights learnt from their marks. Needs the page's
         X-CSRF-Token header (pages of other sites cannot send it)."""
-        _check_csrf(request.headers.get("x-csrf-token", ""), csrf)
-        name, _ = crawls.search(mark.crawl)
         user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
-        await asyncio.to_thread(_with_writable, crawls.directories[name],
-                                lambda index: index.marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
+        name = await _write_marks(request, crawls, csrf, mark.crawl,
+                                  lambda marks: marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
         return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.marks.feedback_count()}
 
 
@@ -351,11 +349,16 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
     @app.post("/api/labels", responses={**FORBIDDEN, **UNKNOWN})
     async def api_label(request: Request, label: Label) -> dict:
         """A reviewed page's true topic ('relevant' in a one-topic crawl; '' for not relevant)."""
-        _check_csrf(request.headers.get("x-csrf-token", ""), csrf)
-        name, _ = crawls.search(label.crawl)
-        await asyncio.to_thread(_with_writable, crawls.directories[name],
-                                lambda index: index.marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
+        name = await _write_marks(request, crawls, csrf, label.crawl,
+                                  lambda marks: marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
         return {"crawl": name, "url_id": label.url_id, "label": label.label}
+
+    @app.post("/api/terms", responses={**FORBIDDEN, **UNKNOWN})
+    async def api_term(request: Request, term: Term) -> dict:
+        """Exclude a term (a stem) from what the critic learns at the next retraining, or include it again."""
+        name = await _write_marks(request, crawls, csrf, term.crawl,
+                                  lambda marks: marks.exclude_term(term.term, term.excluded, term.user or ANONYMOUS))
+        return {"crawl": name, "term": term.term, "excluded": term.excluded}
 
     @app.get("/reviser/{crawl}/features", response_class=HTMLResponse, include_in_schema=False)
     def features_page(request: Request, crawl: str, topic: str = ""):
@@ -364,8 +367,9 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             terms, error = feature_space(crawls.directories[name], engine.index, topic or None), None
         except (ModelError, QueryError) as failure:
             terms, error = [], str(failure)
-        return TEMPLATES.TemplateResponse(request, "features.html", {"crawl": name, "topic": topic, "terms": terms,
-                                                                     "error": error})
+        return TEMPLATES.TemplateResponse(request, "features.html", {
+            "crawl": name, "topic": topic, "terms": terms, "error": error, "csrf": csrf,
+            "excluded": sorted(engine.index.marks.excluded_terms())})
 
     @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
     def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
@@ -386,12 +390,28 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         return TEMPLATES.TemplateResponse(request, "retrained.html", {"crawl": name, **outcome})
 
 
-def _with_writable(directory: Path, act) -> None:
-    index = open_index(directory, writable=True)
-    try:
-        act(index)
-    finally:
-        index.db.close()
+async def _write_marks(request: Request, crawls: Crawls, csrf: str, crawl: str | None, act) -> str:
+    """A user's mark written into a crawl (its own connection, waiting for the crawl's commits),
+    if the request carries the page's CSRF token; returns the crawl's name."""
+    _check_csrf(request.headers.get("x-csrf-token", ""), csrf)
+    name, _ = crawls.search(crawl)
+
+    def write() -> None:
+        index = open_index(crawls.directories[name], writable=True)
+        try:
+            act(index.marks)
+        finally:
+            index.db.close()
+
+    await asyncio.to_thread(write)
+    return name
+
+
+class Term(BaseModel):
+    crawl: str | None = None
+    term: str
+    excluded: bool
+    user: str | None = None
 
 
 class Label(BaseModel):
