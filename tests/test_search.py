@@ -231,6 +231,8 @@ def test_crawled_html_is_shown_as_text_in_the_pages(portal):
     assert [urllib.parse.urlsplit(p["url"]).path for p in neighbours["links_from"]] == ["/"]
     status, html = portal(f"/neighbours/{crawl}/{evil['url_id']}")
     assert status == 200 and "&lt;script&gt;" in html and "<script>" not in html
+    graph = html[html.index('<svg id="link-graph"'):html.index("</svg>")]  # drawn: '/' links to it
+    assert graph.count("<circle") == 2 and "&lt;script&gt;" in graph
 
 
 def test_serve_needs_a_token_to_listen_beyond_loopback_and_then_asks_for_it(portal_crawl):
