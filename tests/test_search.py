@@ -213,6 +213,7 @@ def test_the_api_searches_pages_with_paging_and_explains_bad_queries(portal):
     assert status == 200 and len([row for row in fetched if row["status"] == 200]) == 36
     status, table = portal(f"/api/crawls/{crawl_name}/export.csv")
     assert table.splitlines()[0] == "url,final_url,status,error,depth,relevance,title,fetched_at" and len(table.splitlines()) == len(fetched) + 1
+    assert portal("/api/crawls", Host="rebound.example")[0] == 400  # a site whose name was pointed at 127.0.0.1
     spec = json.loads(portal("/openapi.json")[1])
     assert "/api/search" in spec["paths"] and "/api/crawls" in spec["paths"]
     crawls = json.loads(portal("/api/crawls")[1])

@@ -587,8 +587,8 @@ def index(
     """Bring the crawl's search index and link analysis up to date (JSON: what was done)."""
     try:
         print(json.dumps(index_crawl(directory, rebuild), indent=2))
-    except USER_ERRORS as error:
-        _fail(str(error))
+    except (sqlite3.Error, OSError, *USER_ERRORS) as error:
+        _fail(f"{directory}: {error}" if isinstance(error, (sqlite3.Error, OSError)) else str(error))
 
 
 @app.command()
@@ -646,7 +646,7 @@ def serve(
             except CrawlDirError:  # being crawled: that crawl keeps its index current
                 print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
                 open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
-    except (PortalError, *USER_ERRORS) as error:
+    except (PortalError, sqlite3.Error, OSError, *USER_ERRORS) as error:
         _fail(str(error))
     config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=3)  # a dashboard open in a browser holds its event stream

@@ -97,7 +97,7 @@ class PagePipeline:
             if page is not None:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
-                if self.config.store.search_index:
+                if self.config.store.search_index and not (duplicate_of or page.noindex):  # else no text is kept
                     indexing = time.perf_counter()
                     self.store.search.index(item.url_id)
                     self.stage_seconds["index"] += time.perf_counter() - indexing

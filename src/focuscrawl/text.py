@@ -94,9 +94,9 @@ class Analyzer:
     def leaf_terms(self, leaves: list[str]) -> LeafTerms:
         """The terms of all of a page's DOM leaves and the leaf each comes from, the same as
         ``terms`` leaf by leaf but in one pass over the page (a page may have thousands of leaves)."""
-        return self._analyse(leaves)[0]
+        return self._analyse(leaves, with_counts=False)[0]
 
-    def _analyse(self, leaves: list[str]) -> tuple[LeafTerms, dict[str, int]]:
+    def _analyse(self, leaves: list[str], with_counts: bool = True) -> tuple[LeafTerms, dict[str, int]]:
         """``leaf_terms``, and the words with their counts (``word_counts`` of the page's text,
         which is its leaves joined) from the same tokens. Per token, only C runs (the regex, a
         dict lookup through ``map``, numpy); stop words, stemming and the terms' vocabulary are
@@ -118,7 +118,7 @@ class Analyzer:
         keep = term_of_token >= 0
         break_code = word_code.pop(LEAF_BREAK, -1)  # -1: a page of one leaf has no break
         leaf = np.cumsum(codes == break_code)
-        counts = dict(zip(words, np.bincount(codes, minlength=len(words)).tolist()))
+        counts = dict(zip(words, np.bincount(codes, minlength=len(words)).tolist())) if with_counts else {}
         counts.pop(LEAF_BREAK, None)
         return LeafTerms(vocabulary, term_of_token[keep], leaf[keep]), counts
 

@@ -133,12 +133,12 @@ class Personalisation:
 
     def __init__(self, search: Search):
         self.search = search
-        self.feedback_seen = search.index.marks.feedback_count()
+        self.feedback_seen = search.index.marks.feedback_version()
         self.users = profiles(search)
         self.clusters = aggregate(list(self.users.values()))
 
     def current(self) -> Personalisation:
-        return self if self.search.index.marks.feedback_count() == self.feedback_seen else Personalisation(self.search)
+        return self if self.search.index.marks.feedback_version() == self.feedback_seen else Personalisation(self.search)
 
     def weights_for(self, query: str, user: str | None, refining: bool) -> tuple[dict[str, float], str]:
         """The weights a query is ranked with, and where they come from: the user's own learnt

@@ -57,7 +57,8 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
         if not labels:
             raise ModelError(f"{directory}: no page has been reviewed yet")
         excluded = store.search.marks.excluded_terms()
-        texts = {url_id: without_terms(text, excluded) for url_id, text in store.texts_of(list(labels)).items()}
+        analyzer = analyzer_of(critic)
+        texts = {url_id: without_terms(text, excluded, analyzer) for url_id, text in store.texts_of(list(labels)).items()}
         urls = store.urls_of(list(labels))
         positives: dict[str, dict[str, str]] = {}
         for url_id, label in labels.items():
@@ -94,17 +95,23 @@ def _refit(critic, positives: dict[str, dict[str, str]], negatives: list[str], e
         return critic.refit(positives, negatives)
     originals = critic.examples_
     stripped = copy.copy(critic)
-    stripped.examples_ = tuple([without_terms(text, excluded) for text in texts] for texts in originals)
+    analyzer = analyzer_of(critic)
+    stripped.examples_ = tuple([without_terms(text, excluded, analyzer) for text in texts] for texts in originals)
     retrained = stripped.refit(positives, negatives)
     retrained.examples_ = originals
     return retrained
 
 
-def without_terms(text: str, excluded: set[str]) -> str:
-    """The text without the words whose stems are ``excluded`` (the critic cannot learn them)."""
+def analyzer_of(critic) -> Analyzer:
+    """The text pipeline the critic's terms come from (its language and stemming)."""
+    return getattr(critic, "analyzer", None) or Analyzer(critic.language, critic.stem)
+
+
+def without_terms(text: str, excluded: set[str], analyzer: Analyzer) -> str:
+    """The text without the words whose terms are ``excluded`` (the critic cannot learn them)."""
     if not excluded:
         return text
-    analyzer, stems = Analyzer(), {}
+    stems: dict[str, bool] = {}
 
     def kept(word) -> str:
         found = word.group()
@@ -124,7 +131,7 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
         raise ModelError(f"{directory}: this crawl has no critic")
     terms = classifier_terms(critic, topic, count)
     weights = critic.child(topic).weights if topic else critic.preview_weights_
-    analyzer, excluded = Analyzer(), index.marks.excluded_terms()
+    analyzer, excluded = analyzer_of(critic), index.marks.excluded_terms()
     found = []
     for term in terms:
         context = ""

@@ -20,9 +20,10 @@ from focuscrawl.store.schema import QUEUED, SKIPPED
 from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
 
 
-def read_only(directory: Path) -> sqlite3.Connection:
-    """A crawl database opened for reading only (a finished crawl, or one another process runs)."""
-    return sqlite3.connect(f"file:{CrawlDir(directory).database}?mode=ro", uri=True)
+def read_only(directory: Path, any_thread: bool = False) -> sqlite3.Connection:
+    """A crawl database opened for reading only (a finished crawl, or one another process runs);
+    ``any_thread``: used by one thread at a time, but not always the same (a streamed response)."""
+    return sqlite3.connect(f"file:{CrawlDir(directory).database}?mode=ro", uri=True, check_same_thread=not any_thread)
 
 
 def open_index(directory: Path, writable: bool = False) -> SearchIndex:

@@ -164,7 +164,7 @@ class Store:
                 yield self.db
             return
         if not self.db.in_transaction:
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")  # the portal may write too: take the lock first
             self._units, self._group_started = 0, time.monotonic()
         self.db.execute("SAVEPOINT unit")
         self._depth += 1

@@ -120,8 +120,10 @@ CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PR
 
 @contextmanager
 def transaction(db: sqlite3.Connection):
-    """One transaction: committed if the block ends, rolled back if it raises."""
-    db.execute("BEGIN")
+    """One transaction: committed if the block ends, rolled back if it raises. It takes the write
+    lock first: a transaction that read first could not write after another connection's commit
+    (the portal writes users' marks into a running crawl)."""
+    db.execute("BEGIN IMMEDIATE")
     try:
         yield db
         db.execute("COMMIT")

@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed pa
 COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
 MAX_ANCHORS = 200  # distinct anchor texts indexed per page (a home page may have thousands)
 LINK_BATCH = 200_000  # links read at a time when refreshing anchors
-CRAWL_LINK_BATCH = 20_000  # the same during a crawl, which gives it a time budget
+CRAWL_LINK_BATCH = 5_000  # the same during a crawl, which gives it a time budget (a batch's query fits in it)
 ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
 
 
@@ -116,8 +116,8 @@ class SearchIndex:
                     " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != '' AND l.source_id != l.target_id",
                     (last, upto)):
                 new.setdefault(target, set()).add(anchor)
-            for target, anchors in new.items():
-                if deadline is not None and time.monotonic() >= deadline:
+            for done, (target, anchors) in enumerate(new.items()):
+                if done and deadline is not None and time.monotonic() >= deadline:
                     return changed  # the batch again next time: the pages done meanwhile compare equal
                 indexed = self.db.execute("SELECT anchors FROM search_docs WHERE url_id = ?", (target,)).fetchone()[0]
                 known = set(indexed.split(ANCHOR_SEPARATOR)) if indexed else set()
@@ -190,8 +190,9 @@ class SearchIndex:
         if topic or since is not None or until is not None or mime:
             joins += " JOIN search_docs sd ON sd.url_id = s.rowid"
         if topic:
-            where.append("(sd.topic = ? OR sd.topic LIKE ? ESCAPE '\\')")
-            parameters += [topic, topic.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"]
+            clause, values = _topic_clause(topic)
+            where.append(clause)
+            parameters += values
         if host:
             joins += " JOIN urls u ON u.id = s.rowid"
             where.append("u.host = ?")
@@ -278,8 +279,7 @@ class SearchIndex:
         """The best pages of a topic (None: the pages a one-topic crawl accepted) by confidence,
         authority or hub: (url id, topic, score, label if reviewed)."""
         column = {"confidence": "sd.confidence", "authority": "COALESCE(ls.authority, 0)", "hub": "COALESCE(ls.hub, 0)"}[by]
-        where, parameters = ("(sd.topic = ? OR sd.topic LIKE ?)", [topic, topic + "/%"]) if topic else (
-            "sd.topic IS NULL AND sd.confidence >= 0.5", [])
+        where, parameters = _topic_clause(topic) if topic else ("sd.topic IS NULL AND sd.confidence >= 0.5", [])
         return self.db.execute(
             f"SELECT sd.url_id, sd.topic, {column}, lb.label FROM search_docs sd"
             " LEFT JOIN link_scores ls ON ls.topic = COALESCE(sd.topic, '') AND ls.url_id = sd.url_id"
@@ -336,8 +336,15 @@ class UserMarks:
         return self.db.execute("SELECT sd.topic, lb.label FROM labels lb JOIN search_docs sd ON sd.url_id = lb.url_id"
                                " WHERE sd.topic IS NOT NULL OR sd.confidence >= 0.5").fetchall()
 
-    def feedback_count(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM search_feedback").fetchone()[0]
+    def feedback_version(self) -> tuple[int, float | None]:
+        """Changes whenever a mark is added or changed: (marks, time of the latest)."""
+        return tuple(self.db.execute("SELECT COUNT(*), MAX(at) FROM search_feedback").fetchone())
+
+
+def _topic_clause(topic: str) -> tuple[str, list[str]]:
+    """``search_docs`` (as sd) rows in the topic or one of its subtopics."""
+    escaped = topic.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return "(sd.topic = ? OR sd.topic LIKE ? ESCAPE '\\')", [topic, escaped + "/%"]
 
 
 def _url_words(url: str) -> str:

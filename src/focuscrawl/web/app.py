@@ -24,6 +24,7 @@ from typing import Literal
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
@@ -97,6 +98,8 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     app = FastAPI(title="focuscrawl portal", description="Search the pages of focused crawls (BINGO! §2.4.12, §4.1).")
     if token is not None:
         _require_token(app, token)
+    else:  # loopback only: a page of another site whose name points at 127.0.0.1 (DNS rebinding) is refused
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
     csrf = secrets.token_urlsafe(24)  # in every page; state-changing requests must carry it
     _api_routes(app, crawls)
     _page_routes(app, crawls, csrf)
@@ -204,29 +207,25 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         return neighbours(crawls, crawl, url_id)
 
 
-def _lines(rows: list[dict], extension: str) -> str:
+def _lines(rows: list[dict], extension: str, fields=EXPORT_COLUMNS, header: bool = True) -> str:
+    """Rows as JSON lines, or CSV (with its header line if ``header``)."""
     if extension == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     out = io.StringIO()
-    writer = csv.DictWriter(out, EXPORT_COLUMNS)
-    writer.writeheader()
+    writer = csv.DictWriter(out, fields, lineterminator="\n")
+    if header:
+        writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
 
 
 def _export_lines(directory: Path, extension: str):
     """``export_rows`` of a crawl as lines, a thousand at a time, from its own connection."""
-    with closing(read_only(directory)) as db:
-        rows = export_rows(db)
-        if extension == "csv":
-            yield ",".join(EXPORT_FIELDS) + "\n"
+    with closing(read_only(directory, any_thread=True)) as db:  # the response pulls chunks from several threads
+        rows, header = export_rows(db), extension == "csv"
         while chunk := list(islice(rows, 1000)):
-            if extension == "jsonl":
-                yield "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in chunk)
-            else:
-                out = io.StringIO()
-                csv.DictWriter(out, EXPORT_FIELDS).writerows(chunk)
-                yield out.getvalue()
+            yield _lines(chunk, extension, EXPORT_FIELDS, header)
+            header = False
 
 
 def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
@@ -330,7 +329,7 @@ def _feedback_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
         name = await _write_marks(request, crawls, csrf, mark.crawl,
                                   lambda marks: marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
-        return {"crawl": name, "user": user, "marks": crawls.personalisation(name).search.index.marks.feedback_count()}
+        return {"crawl": name, "user": user, "query": mark.query, "url_id": mark.url_id, "relevant": mark.relevant}
 
 
 def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
@@ -373,7 +372,7 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
 
     @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
     def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
-        found = api_review(crawl, topic or None, by if by in REVIEW_ORDERS else "confidence", count)
+        found = api_review(crawl, topic or None, by if by in REVIEW_ORDERS else "confidence", min(max(count, 1), 500))
         _, engine = crawls.search(crawl)
         return TEMPLATES.TemplateResponse(request, "reviser.html", {
             **found, "topics": [t for t, _ in engine.index.topics()], "orders": REVIEW_ORDERS, "count": count,

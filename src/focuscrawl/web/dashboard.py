@@ -13,7 +13,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from focuscrawl.store import CrawlDir, Queries, crawl_status, read_only
+from focuscrawl.store import CrawlDir, CrawlDirError, Queries, crawl_status, lock_directory, read_only
 
 SERIES_POINTS = 400  # harvest-log entries a chart gets at most (evenly thinned)
 
@@ -57,10 +57,22 @@ def harvest_series(path: Path) -> list[dict]:
 def stop_crawl(directory: Path) -> int:
     """Ask the running crawl to stop (SIGTERM); returns its process id."""
     state = dashboard_state(directory)
-    if state["state"] != "running" or not state["pid"]:
+    if state["state"] != "running" or not state["pid"] or not _crawled_now(directory):
         raise ControlError(f"the crawl in {directory} is not running ({state['state']})")
-    os.kill(state["pid"], signal.SIGTERM)
+    try:
+        os.kill(state["pid"], signal.SIGTERM)
+    except OSError as error:
+        raise ControlError(f"the crawl in {directory} could not be stopped: {error}") from None
     return state["pid"]
+
+
+def _crawled_now(directory: Path) -> bool:
+    """Whether a process holds the crawl's lock (a recorded pid may belong to another process by now)."""
+    try:
+        lock_directory(directory).close()
+    except CrawlDirError:
+        return True
+    return False
 
 
 def resume_crawl(directory: Path) -> int:
