@@ -432,13 +432,21 @@ def reclassify(store, frontier: Frontier, critic, focus: Focus, from_parents: bo
     apprentice's), queued links of accepted pages get the strategy's priority from their
     source's new score."""
     queries = store.queries
-    rows = queries.judged_texts()
     with store.transaction():
-        for start in range(0, len(rows), 500):
-            chunk = rows[start:start + 500]
-            judged = critic.judge_texts([text for _, text in chunk])
-            queries.set_judgements([(j.relevance, j.topic, j.confidence, url_id) for j, (url_id, _) in zip(judged, chunk)])
+        judged = rejudge(queries, critic)
         if from_parents:
             store.set_priorities(focus.priorities(queries.queued_with_parents(HEAD / 2)))
     frontier.resync()
-    return len(rows)
+    return len(judged)
+
+
+def rejudge(queries, critic) -> list[tuple[float, str | None, float | None, int]]:
+    """Every stored page judged again by ``critic`` and the judgements written (call inside a
+    transaction): (relevance, topic, confidence, url id) of each."""
+    rows, judged = queries.judged_texts(), []
+    for start in range(0, len(rows), 500):
+        chunk = rows[start:start + 500]
+        judged += [(j.relevance, j.topic, j.confidence, url_id)
+                   for j, (url_id, _) in zip(critic.judge_texts([text for _, text in chunk]), chunk)]
+    queries.set_judgements(judged)
+    return judged

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
-from focuscrawl.search.query import ParsedQuery, QueryError, parse_query
+from focuscrawl.search.query import ParsedQuery, QueryError, parse_query, quoted
 from focuscrawl.store.search_index import SearchIndex
 from focuscrawl.text import Analyzer, stopword_set, word_counts
 
@@ -93,7 +93,7 @@ class Search:
         """Every page holding any of the words (stems), ranked, with the details of each."""
         if not words:
             return []
-        matches = self.index.matches(" OR ".join('"' + word.replace('"', '""') + '"' for word in words), CANDIDATES)
+        matches = self.index.matches(" OR ".join(map(quoted, words)), CANDIDATES)
         ranked = self.rank(matches, checked_weights(weights))
         details = self.index.details([hit["url_id"] for hit in ranked])
         return [{**details[hit["url_id"]], **hit} for hit in ranked if hit["url_id"] in details]
@@ -111,7 +111,7 @@ class Search:
                  if len(word) > 2 and word not in stop][:SIMILAR_WORDS]
         if not words:
             return []
-        matches = self.index.matches(" OR ".join(f'"{word}"' for word in words), SIMILAR_CANDIDATES)
+        matches = self.index.matches(" OR ".join(map(quoted, words)), SIMILAR_CANDIDATES)
         others = [other for other, _ in matches if other != url_id]
         candidate_texts = self.index.texts(others)
         vectors = [own] + [analyzer.term_frequencies(" ".join(candidate_texts[other])) for other in others]

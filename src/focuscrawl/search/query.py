@@ -25,8 +25,8 @@ class ParsedQuery:
 
     def match(self) -> str:
         """The FTS5 query: the required parts ANDed, each excluded part NOT-ed."""
-        positive = [_quoted(p) for p in self.required] + [_quoted(p) + " *" for p in self.prefixes]
-        negative = [_quoted(p) for p in self.excluded] + [_quoted(p) + " *" for p in self.excluded_prefixes]
+        positive = [quoted(p) for p in self.required] + [quoted(p) + " *" for p in self.prefixes]
+        negative = [quoted(p) for p in self.excluded] + [quoted(p) + " *" for p in self.excluded_prefixes]
         query = " AND ".join(positive)
         for part in negative:
             query = f"({query}) NOT {part}"
@@ -71,5 +71,6 @@ def parse_query(text: str, stop_words: frozenset[str] = frozenset()) -> ParsedQu
     return query
 
 
-def _quoted(words: str) -> str:
+def quoted(words: str) -> str:
+    """Words as one FTS5 string (a phrase): nothing in them is read as FTS5's syntax."""
     return '"' + words.replace('"', '""') + '"'

@@ -13,7 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
+from focuscrawl.focus import rejudge
 from focuscrawl.learn import Critic, ModelError
+from focuscrawl.search.query import quoted
 from focuscrawl.search.seeds import classifier_terms
 from focuscrawl.store import SearchIndex, Store
 from focuscrawl.text import SENTENCE_END, TOKEN, Analyzer
@@ -66,16 +68,10 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
                 positives.setdefault("" if isinstance(critic, Critic) else label, {})[urls[url_id]] = texts[url_id]
         negatives = [texts[url_id] for url_id, label in labels.items() if label == NOT_RELEVANT and url_id in texts]
         retrained = _refit(critic, positives, negatives, excluded)
-        rows = store.queries.judged_texts()
-        before = store.queries.judgements_of([url_id for url_id, _ in rows])
-        judged = []
-        for start in range(0, len(rows), 500):
-            chunk = rows[start:start + 500]
-            judged += [(j.relevance, j.topic, j.confidence, url_id)
-                       for j, (url_id, _) in zip(retrained.judge_texts([text for _, text in chunk]), chunk)]
+        before = store.queries.judgements_of([url_id for url_id, _ in store.queries.judged_texts()])
         with store.transaction():
             store.save_model(CRITIC_MODEL, pickle.dumps(retrained, protocol=pickle.HIGHEST_PROTOCOL))
-            store.queries.set_judgements(judged)
+            judged = rejudge(store.queries, retrained)
         moved = [{"url_id": url_id, "before": before[url_id], "after": (relevance, topic)}
                  for relevance, topic, _, url_id in judged
                  if url_id in before and _moved(before[url_id], (relevance, topic))]
@@ -135,7 +131,7 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
     found = []
     for term in terms:
         context = ""
-        matches = index.matches('"' + term.replace('"', '""') + '"', 1)
+        matches = index.matches(quoted(term), 1)
         if matches:
             text = index.texts([matches[0][0]])[matches[0][0]][1]
             context = next((sentence for sentence in SENTENCE_END.split(text)

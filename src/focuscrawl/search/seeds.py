@@ -6,11 +6,12 @@ that a crawl starts from several sites."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 from focuscrawl.search.engine import Search
 from focuscrawl.search.query import QueryError
-from focuscrawl.store import open_index
+from focuscrawl.store import SearchIndex, open_index
 
 SEED_WEIGHTS = {"bm25": 1.0, "confidence": 0.5, "authority": 0.5}
 CLASSIFIER_TERMS = 12  # the classifier's terms a search for its topic asks for
@@ -36,11 +37,9 @@ def find_seeds(directories: list[Path], query: str | None = None, terms: list[st
     at most ``per_host`` per host."""
     found: list[dict] = []
     for directory in directories:
-        search = Search(open_index(directory))
-        if query:
-            found += search.search(query, SEED_WEIGHTS, page=0).hits
-        else:
-            found += search.any_of(terms or [], SEED_WEIGHTS)
+        with closing(open_index(directory).db) as db:
+            search = Search(SearchIndex(db))
+            found += search.search(query, SEED_WEIGHTS, page=0).hits if query else search.any_of(terms or [], SEED_WEIGHTS)
     seeds, per = [], {}
     for hit in sorted(found, key=lambda hit: -hit["score"]):
         if hit["url"] in {seed["url"] for seed in seeds} or per.get(hit["host"], 0) >= per_host:

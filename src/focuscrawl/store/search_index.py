@@ -174,11 +174,6 @@ class SearchIndex:
                 self.db.execute(statement)
         self.db.execute("DELETE FROM meta WHERE key IN ('search_fetches_indexed', 'search_links_seen')")
 
-    def backlog(self) -> int:
-        """Stored pages the index has not seen yet."""
-        return self.db.execute("SELECT COUNT(*) FROM documents WHERE fetch_id > ? AND text IS NOT NULL",
-                               (self._watermark("search_fetches_indexed"),)).fetchone()[0]
-
     # -- reading --------------------------------------------------------------------------
 
     def matches(self, match: str, limit: int, topic: str | None = None, host: str | None = None,

@@ -28,7 +28,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
-from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, QueryError, Search
+from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, PAGE_SIZE, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
 from focuscrawl.learn import ModelError
 from focuscrawl.search.reviser import (RELEVANT, REVIEW_ORDERS, estimated_precision, feature_space, retrain,
@@ -243,7 +243,7 @@ def _page_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
                     since: str = "", until: str = ""):
         name, engine = crawls.search(crawl)
         context = {"crawls": list(crawls.directories), "crawl": name, "q": q, "within": within, "words": words,
-                   "csrf": csrf, "user": request.cookies.get(USER_COOKIE, ""),
+                   "csrf": csrf, "user": request.cookies.get(USER_COOKIE, ""), "page_size": PAGE_SIZE,
                    "topic": topic, "host": host, "mime": mime, "since": since, "until": until,
                    "topics": engine.index.topics(), "attributes": ATTRIBUTES, "error": None, "results": None,
                    "weights": {a: request.query_params.get(f"w_{a}", "") for a in ATTRIBUTES}, "defaults": DEFAULT_WEIGHTS}
