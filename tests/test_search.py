@@ -250,7 +250,11 @@ def test_serve_needs_a_token_to_listen_beyond_loopback_and_then_asks_for_it(port
         assert _get(base + "/api/search?q=socket", {})[0] == 401
         assert _get(base + "/api/search?q=socket", {"Authorization": "Bearer wrong"})[0] == 401
         assert _get(base + "/api/search?q=socket", {"Authorization": "Bearer s3cret"})[0] == 200
-        assert _get(base + "/?q=socket&token=s3cret", {})[0] == 200
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # keeps the cookie, as a browser
+        with browser.open(base + "/?q=socket&token=s3cret", timeout=10) as page:  # the token moves into a cookie
+            assert page.status == 200 and page.url == base + "/?q=socket" and "Sockets" in page.read().decode()
+        with browser.open(base + "/crawls", timeout=10) as page:
+            assert page.status == 200
     finally:
         process.terminate()
         process.wait(10)

@@ -117,10 +117,14 @@ def _require_token(app: FastAPI, token: str) -> None:
             request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(given.encode(), token.encode()):
             return JSONResponse({"detail": "a token is required (Authorization: Bearer …)"}, status_code=401)
-        response = await call_next(request)
-        if request.query_params.get("token"):
+        if request.query_params.get("token") and not request.url.path.startswith("/api/"):
+            # a browser's first visit: the token goes into a cookie and out of the address (history, links, logs)
+            kept = [(key, value) for key, value in request.query_params.multi_items() if key != "token"]
+            response = RedirectResponse(request.url.path + ("?" + urllib.parse.urlencode(kept) if kept else ""),
+                                        status_code=303)
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
-        return response
+            return response
+        return await call_next(request)
 
 
 def run_search(crawls: Crawls, request: Request, crawl: str | None, q: str, page: int, within: str | None,
@@ -129,7 +133,7 @@ def run_search(crawls: Crawls, request: Request, crawl: str | None, q: str, page
     """One page of results as the API returns it; weights come as ``w_<attribute>`` parameters."""
     name, engine = crawls.search(crawl)
     weights = {key[2:]: value for key, value in request.query_params.items() if key.startswith("w_") and value != ""}
-    user = request.cookies.get(USER_COOKIE) or request.query_params.get("user") or ANONYMOUS
+    user = urllib.parse.unquote(request.cookies.get(USER_COOKIE, "")) or request.query_params.get("user") or ANONYMOUS
     try:
         started = time.perf_counter()
         ranking = "set by the user"
@@ -243,7 +247,7 @@ def _page_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
                     since: str = "", until: str = ""):
         name, engine = crawls.search(crawl)
         context = {"crawls": list(crawls.directories), "crawl": name, "q": q, "within": within, "words": words,
-                   "csrf": csrf, "user": request.cookies.get(USER_COOKIE, ""), "page_size": PAGE_SIZE,
+                   "csrf": csrf, "user": urllib.parse.unquote(request.cookies.get(USER_COOKIE, "")), "page_size": PAGE_SIZE,
                    "topic": topic, "host": host, "mime": mime, "since": since, "until": until,
                    "topics": engine.index.topics(), "attributes": ATTRIBUTES, "error": None, "results": None,
                    "weights": {a: request.query_params.get(f"w_{a}", "") for a in ATTRIBUTES}, "defaults": DEFAULT_WEIGHTS}
@@ -326,7 +330,7 @@ def _feedback_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         """A user's mark on a result (BINGO! §4.1.1); the user's later pages of results and
         refinements are ranked with weights learnt from their marks. Needs the page's
         X-CSRF-Token header (pages of other sites cannot send it)."""
-        user = mark.user or request.cookies.get(USER_COOKIE) or ANONYMOUS
+        user = mark.user or urllib.parse.unquote(request.cookies.get(USER_COOKIE, "")) or ANONYMOUS
         name = await _write_marks(request, crawls, csrf, mark.crawl,
                                   lambda marks: marks.add_feedback(user, mark.query, mark.url_id, mark.relevant))
         return {"crawl": name, "user": user, "query": mark.query, "url_id": mark.url_id, "relevant": mark.relevant}
