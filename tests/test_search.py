@@ -92,19 +92,32 @@ def test_a_crawl_indexes_its_pages_and_each_operator_finds_them(portal_crawl):
 
 def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_crawl):
     directory, _ = portal_crawl
-    search = Search(open_index(directory))
-    # /a was indexed when fetched, before /late (which links to it as 'unicorn handbook') was
-    assert urls(search.search("unicorn")) == ["/late"]  # its own text
-    store = Store(directory, warc=False)  # what a crawl does every second, within its time budget
+    # /a was indexed when fetched, before /late (which links to it as 'unicorn handbook') was:
+    # the crawl gave /a that anchor as it stored the link
+    index = open_index(directory)
+    assert set(urls(Search(index).search("unicorn"))) == {"/a", "/late"} and index.anchors_behind() == 0
+    index.db.close()
+    with sqlite3.connect(directory / "crawl.db") as db:  # as a crawl stopped before it took the anchors in
+        db.execute("DELETE FROM late_anchors")
+        db.execute("INSERT INTO late_anchor_index (late_anchor_index) VALUES ('rebuild')")
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'search_links_seen'")
+    assert urls(Search(open_index(directory)).search("unicorn")) == ["/late"]  # its own text
+    store = Store(directory, warc=False, search_index=True)  # the next crawl reads the links again, within its time
     store.follow_anchors(seconds=0.0)
     assert urls(Search(open_index(directory)).search("unicorn")) == ["/late"]  # no time: nothing done
     store.follow_anchors(seconds=5.0)
     store.close()
-    assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
+    index = open_index(directory)
+    assert set(urls(Search(index).search("unicorn"))) == {"/a", "/late"}  # /a by its late anchors
+    assert index.late.pages(10) != [] and index.anchors_behind() == 0
+    index.db.close()
+    assert index_crawl(directory)["indexed"] == 1  # a crawl not running: /a's late anchors folded into its row
+    index = open_index(directory)
+    assert index.late.pages(10) == [] and set(urls(Search(index).search("unicorn"))) == {"/a", "/late"}
+    index.db.close()
     with sqlite3.connect(directory / "crawl.db") as db:  # as a crawl stopped before its follower got there
         db.execute("UPDATE meta SET value = '0' WHERE key = 'search_links_seen'")
-    done = index_crawl(directory)
-    assert done["indexed"] == 0  # every anchor is in already
+    assert index_crawl(directory)["indexed"] == 0  # every anchor is in already
     assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
     assert index_crawl(directory)["indexed"] == 0  # nothing new
     rebuilt = index_crawl(directory, rebuild=True)

@@ -419,7 +419,7 @@ def test_crawl_status_reports_pages_frontier_harvest_and_topics(store):
     assert status == {"state": "new", "pages_fetched": 3, "pages_stored": 3, "fetch_attempts": 4, "errors": 1,
                       "refused": 0, "frontier_size": 2, "urls_seen": 7, "urls_skipped": 1,
                       "harvest_rate": pytest.approx(0.7), "relevant_pages": 2, "duplicates": 1, "bad_hosts": 0,
-                      "stop_reason": "budget", "topics": {"chess": 1, "golf": 1}}
+                      "stop_reason": "budget", "pages_indexed": 0, "index_links_behind": 0, "topics": {"chess": 1, "golf": 1}}
 
 
 def test_crawl_status_calls_a_running_crawl_whose_process_is_gone_stopped(store):

@@ -29,7 +29,7 @@ import yaml
 from focuscrawl.config import dump_config, validate_config
 from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config
 from focuscrawl.fetch.http import HostMapResolver
-from focuscrawl.store import Queries, read_only
+from focuscrawl.store import Queries, crawl_status, read_only
 from focuscrawl.testweb.synthetic import build_site, topic_config
 
 
@@ -140,6 +140,7 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         with closing(read_only(out)) as db:
             urls, first, last, fetched = Queries(db).fetch_summary()
             stages = json.loads(Queries(db).meta()["stage_seconds"])
+            links_behind = crawl_status(db)["index_links_behind"]
         server_rate = asyncio.run(_request_rate(urls[:3000] * max(1, 3000 // max(1, len(urls))), server.host_map))
     finally:
         server.close()
@@ -161,6 +162,7 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         "worker_cpu_seconds": round(cpu - watch.own_cpu, 2),
         "breakdown": {stage: {"seconds": seconds, "ms_per_page": round(1000 * seconds / fetched, 3)}
                       for stage, seconds in sorted(stages.items())},
+        "index_links_behind": links_behind,  # at the end: links whose anchor texts the search index has not read
         "server_cpu_seconds": round(server_cpu, 2),
         "server_requests_per_second": round(server_rate, 1),
         "concurrency": concurrency,

@@ -77,7 +77,7 @@ def read_seeds(config: CrawlConfig) -> list[str]:
 
 
 CRITICS = (Critic, TaxonomyModel)
-ANCHOR_SHARE = 0.01  # of the crawl's time, spent on new links' anchors in the search index
+ANCHOR_SHARE = 0.01  # of the crawl's time, spent on anchors of links stored before it started
 CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)
 
 
@@ -126,7 +126,8 @@ class Crawler:
     def __init__(self, directory: Path, config: CrawlConfig, parts: Parts | None = None):
         self.directory = Path(directory)
         self.config = config
-        self.store: Repository = Store(self.directory, config.store.warc, config.store.warc_max_bytes)
+        self.store: Repository = Store(self.directory, config.store.warc, config.store.warc_max_bytes,
+                                       config.store.search_index)
         self.hosts = Hosts(config)
         settings = config.frontier
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
@@ -257,6 +258,7 @@ class Crawler:
             for task in filter(None, (ticker, committer)):
                 task.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
+                self.store.follow_anchors(0.0)  # the last second's anchors
                 self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
                                     stopped_at=time.time(),
@@ -282,10 +284,9 @@ class Crawler:
             await asyncio.sleep(self.config.store.commit_seconds)
             try:
                 self.store.commit_if_due()
-                if self.config.store.search_index:  # new anchors, within a small share of the time
-                    clock = time.perf_counter()
-                    self.store.follow_anchors(self.config.store.commit_seconds * ANCHOR_SHARE)
-                    self.stage_seconds["index"] += time.perf_counter() - clock
+                clock = time.perf_counter()
+                self.store.follow_anchors(self.config.store.commit_seconds * ANCHOR_SHARE)
+                self.stage_seconds["index"] += time.perf_counter() - clock
             except Exception as error:  # the group is rolled back: its pages are in flight on disk again
                 self._rolled_back()
                 self.stop(f"{DISK_FULL}: {error}" if out_of_space(error) else f"the database failed: {error}")

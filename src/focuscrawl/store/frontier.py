@@ -14,6 +14,7 @@ from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNE
 from focuscrawl.store.clusters import LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
+from focuscrawl.store.sql import rows_in
 
 
 class SqliteFrontier:
@@ -82,13 +83,8 @@ class SqliteFrontier:
 
     def known(self, urls: list[str]) -> dict[str, Seen]:
         """The records of those of ``urls`` seen before, by URL."""
-        known = {}
-        unique = list(dict.fromkeys(urls))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start:start + 500]
-            query = f"SELECT url, id, state, priority, skip_reason FROM urls WHERE url IN ({','.join('?' * len(chunk))})"
-            known.update((url, Seen(*rest)) for url, *rest in self.db.execute(query, chunk))
-        return known
+        return {url: Seen(*rest) for url, *rest in rows_in(
+            self.db, "SELECT url, id, state, priority, skip_reason FROM urls WHERE url IN ({})", urls)}
 
     def _readmit(self, seen: Seen, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int,
                  queue: str) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.schema import QUEUED, SKIPPED
 from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
+from focuscrawl.store.sql import rows_in
 
 
 def read_only(directory: Path, any_thread: bool = False) -> sqlite3.Connection:
@@ -33,7 +34,7 @@ def open_index(directory: Path, writable: bool = False) -> SearchIndex:
         raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
     if not writable:
         db = read_only(directory)
-        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_index'").fetchone():
+        if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_index', 'late_anchor_index')").fetchone()[0] < 2:
             db.close()
             raise CrawlDirError(f"{directory}: this crawl has no search index yet: run focuscrawl index {directory}")
         return SearchIndex(db)
@@ -98,12 +99,8 @@ class Queries:
 
     def judgements_of(self, url_ids: list[int]) -> dict[int, tuple[float | None, str | None]]:
         """(the critic's score, topic) of stored pages."""
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            found.update((url_id, (relevance, topic)) for url_id, relevance, topic in self.db.execute(
-                f"SELECT url_id, relevance, topic FROM documents WHERE url_id IN ({','.join('?' * len(chunk))})", chunk))
-        return found
+        return {url_id: (relevance, topic) for url_id, relevance, topic in rows_in(
+            self.db, "SELECT url_id, relevance, topic FROM documents WHERE url_id IN ({})", url_ids)}
 
     def set_judgements(self, rows: Iterable[tuple[float, str | None, float | None, int]]) -> None:
         """New judgements of stored pages, as (relevance, topic, confidence, url id); the search

@@ -26,8 +26,9 @@ from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.queries import Queries
-from focuscrawl.store.search_index import CRAWL_LINK_BATCH, SearchIndex
+from focuscrawl.store.search_index import AnchorFollower, SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
+from focuscrawl.store.sql import rows_in
 
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ class Store:
     """Everything the crawl writes goes through here, one unit of work (:meth:`transaction`) per
     page; while the crawl runs, several units per SQLite commit (:meth:`grouped`)."""
 
-    def __init__(self, directory: Path, warc: bool = True, warc_max_bytes: int = 1_000_000_000):
+    def __init__(self, directory: Path, warc: bool = True, warc_max_bytes: int = 1_000_000_000,
+                 search_index: bool = False):
         self.directory = Path(directory)
         self.files = CrawlDir(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -121,6 +123,7 @@ class Store:
         self.commit_pages, self.commit_seconds = 1, 1.0
         self._units, self._group_started, self._depth = 0, 0.0, 0
         self.search = SearchIndex(self.db)
+        self.anchor_follower = AnchorFollower(self.search) if search_index else None  # a crawl keeping it current
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""
@@ -244,9 +247,11 @@ class Store:
         )
 
     def follow_anchors(self, seconds: float) -> None:
-        """New links' anchor texts into the search index, for about ``seconds`` (one unit of work)."""
-        with self.transaction():
-            self.search.refresh_anchors(limit=1 << 30, seconds=seconds, batch=CRAWL_LINK_BATCH)
+        """New links' anchor texts into the search index (one unit of work): those of the links
+        stored since the last call, and older ones for about ``seconds``."""
+        if self.anchor_follower is not None:
+            with self.transaction():
+                self.anchor_follower.follow(seconds)
 
     def topic_counts(self) -> Counter:
         return Counter(dict(self.db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic")))
@@ -256,6 +261,8 @@ class Store:
             "INSERT INTO links (source_id, target_id, anchor_text, leaf_start, leaf_end, nofollow) VALUES (?, ?, ?, ?, ?, ?)",
             rows,
         )
+        if self.anchor_follower is not None:
+            self.anchor_follower.found(rows)
 
     def record_host(self, host, crawl_delay: float | None = None) -> None:
         self.db.execute(
@@ -276,28 +283,18 @@ class Store:
         """The sum of the critic's scores and the number of pages scored (the harvest rate's terms)."""
         return self.db.execute("SELECT TOTAL(relevance), COUNT(relevance) FROM documents").fetchone()
 
-    def _pairs_for(self, query: str, keys: list) -> dict:
-        """The (key, value) rows of ``query`` for many keys: its ``IN ({})`` filled 500 at a time
-        (SQLite's limit on parameters)."""
-        found = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start:start + 500]
-            found.update(self.db.execute(query.format(",".join("?" * len(chunk))), chunk))
-        return found
-
     def texts_of(self, url_ids: list[int]) -> dict[int, str]:
         """The stored text of those pages that have one."""
-        return self._pairs_for("SELECT url_id, text FROM documents WHERE text != '' AND url_id IN ({})", url_ids)
+        return dict(rows_in(self.db, "SELECT url_id, text FROM documents WHERE text != '' AND url_id IN ({})", url_ids))
 
     def relevance_of(self, urls: list[str]) -> dict[str, float]:
         """The critic's score of those URLs already judged."""
-        return self._pairs_for("SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
-                               " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls)
+        return dict(rows_in(self.db, "SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
+                            " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls))
 
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         """The URL of each id (the truth-labelled apprentice's instance targets)."""
-        return self._pairs_for("SELECT id, url FROM urls WHERE id IN ({})", url_ids)
+        return dict(rows_in(self.db, "SELECT id, url FROM urls WHERE id IN ({})", url_ids))
 
     def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
         """(features, critic score of the target, copies, source's critic score, target id) of links
@@ -473,6 +470,8 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
     counts = dict(db.execute("SELECT state, COUNT(*) FROM urls GROUP BY state").fetchall())
+    indexed = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_docs', 'late_anchors')").fetchone()[0] == 2
+    index = SearchIndex(db) if indexed else None
     return {
         "state": state,
         "pages_fetched": fetched,
@@ -488,6 +487,8 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "duplicates": duplicates,
         "bad_hosts": db.execute("SELECT COUNT(*) FROM hosts WHERE status = 'bad'").fetchone()[0],
         "stop_reason": meta.get("stop_reason"),
+        "pages_indexed": index.size() if index else None,  # in the search index
+        "index_links_behind": index.anchors_behind() if index else None,  # links whose anchors it has not read yet
         "topics": dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic ORDER BY topic")),
     }
 

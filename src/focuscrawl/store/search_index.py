@@ -4,11 +4,15 @@ The index is *contentless*: the text stays once, in ``documents``. Each stored p
 duplicate, not ``noindex``) is indexed by its title, text, the words of its URL and the
 distinct anchor texts of the links to it known then, in the page's transaction;
 ``search_docs`` keeps what was indexed beyond the document (the anchors, the Last-Modified
-date), which FTS5 needs to take a row out again, and what ranks the page. A follower
-(:meth:`SearchIndex.follow`) indexes stored pages the index has not seen and re-indexes pages
-that later links gave a new anchor text: a crawl gives it 1 % of its time (it keeps up with a
-polite crawl; a page brings about 130 links), ``focuscrawl index`` and ``serve`` run it to the
-end on a crawl that is not running, and :meth:`rebuild` starts again from the store.
+date), which FTS5 needs to take a row out again, and what ranks the page.
+
+Links found after their target was indexed bring anchor texts the page's row lacks. Putting
+them in would mean tokenizing the page's text twice again (out, then in), which a fast crawl
+cannot afford; they go instead, only the new texts, into a small second index,
+``late_anchor_index`` (:class:`LateAnchors`), which a crawl keeps current every second
+(:meth:`SearchIndex.refresh_anchors`) and a search reads beside the first. ``focuscrawl
+index`` and ``serve`` fold them into the pages' rows on a crawl that is not running
+(:meth:`SearchIndex.follow`), and :meth:`SearchIndex.rebuild` starts again from the store.
 Tokens are Porter stems of Unicode words: a surface-word search is filtered afterwards
 (``focuscrawl.search``)."""
 
@@ -18,6 +22,8 @@ import json
 import sqlite3
 import time
 from email.utils import parsedate_to_datetime
+
+from focuscrawl.store.sql import rows_in
 
 SEARCH_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5(
@@ -30,6 +36,14 @@ CREATE TABLE IF NOT EXISTS search_docs (  -- per indexed page: what the index ne
     topic TEXT,  -- the document's, copied (reading it there walks past the text's overflow pages)
     confidence REAL  -- the classifier's: BINGO!'s confidence with a taxonomy, else the critic's score
 );
+CREATE TABLE IF NOT EXISTS late_anchors (  -- anchor texts of links found after their target was indexed
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL,
+    anchors TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS late_anchors_url ON late_anchors (url_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS late_anchor_index USING fts5(
+    anchors, content='late_anchors', content_rowid='id', prefix='3', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS search_feedback (  -- BINGO! thesis §4.1.1: users' marks on results
     id INTEGER PRIMARY KEY,
     user TEXT NOT NULL,
@@ -52,7 +66,7 @@ CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed pa
 COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
 MAX_ANCHORS = 200  # distinct anchor texts indexed per page (a home page may have thousands)
 LINK_BATCH = 200_000  # links read at a time when refreshing anchors
-CRAWL_LINK_BATCH = 5_000  # the same during a crawl, which gives it a time budget (a batch's query fits in it)
+CRAWL_LINK_BATCH = 1_000  # the same during a crawl, which gives it a time budget (a batch takes about 1 ms)
 ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
 
 
@@ -60,6 +74,7 @@ class SearchIndex:
     def __init__(self, db: sqlite3.Connection):
         self.db = db
         self.marks = UserMarks(db)
+        self.late = LateAnchors(db)
 
     # -- keeping it current ---------------------------------------------------------------
 
@@ -85,8 +100,9 @@ class SearchIndex:
 
     def follow(self, limit: int = 2000) -> int:
         """Index up to ``limit`` stored pages the index has not seen (stored before it existed,
-        or after a :meth:`rebuild`) and refresh the anchors of pages that links stored since
-        the last call reach; call inside a transaction. Returns how many pages were (re)indexed."""
+        or after a :meth:`rebuild`), take in the anchors of links stored since the last call,
+        and fold up to ``limit`` pages' late anchors into their rows; call inside a transaction,
+        on a crawl no process is running. Returns how many pages were (re)indexed or given anchors."""
         last_fetch = self._watermark("search_fetches_indexed")
         rows = self.db.execute(
             "SELECT d.url_id, d.fetch_id FROM documents d WHERE d.fetch_id > ? AND d.text IS NOT NULL"
@@ -97,43 +113,71 @@ class SearchIndex:
             self._set_watermark("search_fetches_indexed", self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0)
         elif rows:
             self._set_watermark("search_fetches_indexed", rows[-1][1])
-        return changed + self.refresh_anchors(limit)
+        changed += self.refresh_anchors(limit)
+        return changed + sum(self._reindex(url_id) for url_id in self.late.pages(limit))
 
-    def refresh_anchors(self, limit: int, seconds: float | None = None, batch: int = LINK_BATCH) -> int:
-        """Pages already indexed that links stored since the last call reach with an anchor text
-        they were not indexed with, re-indexed (up to about ``limit`` of them, or for about
-        ``seconds``). Links are read in batches of distinct (target, anchor) pairs: a menu
-        repeated on every page brings none. Call inside a transaction."""
+    def refresh_anchors(self, limit: int, seconds: float | None = None, batch: int = LINK_BATCH,
+                        upto: int | None = None) -> int:
+        """Give pages already indexed the anchor texts of links stored since the last call (up
+        to the link ``upto``) that they were not indexed with, for up to about ``limit`` pages
+        or ``seconds`` (a batch begun is finished: it always advances). Links are read in
+        batches of distinct (target, anchor) pairs: a menu repeated on every page brings none.
+        Call inside a transaction."""
         deadline = time.monotonic() + seconds if seconds is not None else None
         last = self._watermark("search_links_seen")
-        newest = self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
+        newest = self.newest_link() if upto is None else upto
         changed = 0
         while last < newest and changed < limit and (deadline is None or time.monotonic() < deadline):
-            upto = min(newest, last + batch)
-            new: dict[int, set[str]] = {}
+            end = min(newest, last + batch)
+            found: dict[int, set[str]] = {}
             for target, anchor in self.db.execute(
                     "SELECT DISTINCT l.target_id, l.anchor_text FROM links l JOIN search_docs s ON s.url_id = l.target_id"
                     " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != '' AND l.source_id != l.target_id",
-                    (last, upto)):
-                new.setdefault(target, set()).add(anchor)
-            for done, (target, anchors) in enumerate(new.items()):
-                if done and deadline is not None and time.monotonic() >= deadline:
-                    return changed  # the batch again next time: the pages done meanwhile compare equal
-                indexed = self.db.execute("SELECT anchors FROM search_docs WHERE url_id = ?", (target,)).fetchone()[0]
-                known = set(indexed.split(ANCHOR_SEPARATOR)) if indexed else set()
-                if len(known) < MAX_ANCHORS and anchors - known:
-                    changed += self._reindex(target)
-            last = upto
+                    (last, end)):
+                found.setdefault(target, set()).add(anchor)
+            changed += self.take_anchors(found)
+            last = end
             self._set_watermark("search_links_seen", last)
         return changed
 
+    def take_anchors(self, found: dict[int, set[str]]) -> int:
+        """Anchor texts of links to pages: those an indexed page lacks go into
+        :class:`LateAnchors` (a page not indexed reads its anchors when it is). Returns how
+        many pages got some."""
+        changed = 0
+        indexed = list(rows_in(self.db, "SELECT url_id, anchors FROM search_docs WHERE url_id IN ({})", list(found)))
+        late = self.late.known([target for target, _ in indexed])
+        for target, anchors in indexed:
+            known = (set(anchors.split(ANCHOR_SEPARATOR)) if anchors else set()) | late.get(target, set())
+            unknown = sorted(found[target] - known)[:max(0, MAX_ANCHORS - len(known))]
+            if unknown:
+                self.late.add(target, ANCHOR_SEPARATOR.join(unknown))
+                changed += 1
+        return changed
+
+    def newest_link(self) -> int:
+        return self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
+
+    def anchors_behind(self) -> int:
+        """Links stored that :meth:`refresh_anchors` has not read yet."""
+        return max(0, self.newest_link() - self._watermark("search_links_seen"))
+
+    def caught_up(self, since: int) -> bool:
+        """Whether every link up to ``since`` has been read; if so, the links after it count
+        as read too (a running crawl's :class:`AnchorFollower` has taken them)."""
+        if self._watermark("search_links_seen") < since:
+            return False
+        self._set_watermark("search_links_seen", self.newest_link())
+        return True
+
     def _reindex(self, url_id: int) -> bool:
-        """The page again, with the anchors of every link to it known now."""
+        """The page again, with the anchors of every link to it known now (its late ones folded in)."""
         indexed = self.db.execute(
             "SELECT d.title, d.text, u.url, s.fetch_id, s.modified_at, s.topic, s.confidence FROM search_docs s"
             " JOIN documents d ON d.url_id = s.url_id AND d.fetch_id = s.fetch_id JOIN urls u ON u.id = s.url_id"
             " WHERE s.url_id = ?", (url_id,)).fetchone()
         if indexed is None:
+            self.late.remove(url_id)
             return False
         title, text, url, fetch_id, modified_at, topic, confidence = indexed
         self._remove(url_id)
@@ -164,11 +208,14 @@ class SearchIndex:
             self.db.execute("INSERT INTO search_index (search_index, rowid, title, body, url_words, anchors)"
                             " VALUES ('delete', ?, ?, ?, ?, ?)", (url_id, title or "", text, _url_words(url), anchors))
         self.db.execute("DELETE FROM search_docs WHERE url_id = ?", (url_id,))
+        self.late.remove(url_id)
 
     def rebuild(self) -> None:
         """Drop the index and start again from the store (then :meth:`follow` until it returns 0)."""
         self.db.execute("DROP TABLE IF EXISTS search_index")
         self.db.execute("DROP TABLE IF EXISTS search_docs")
+        self.db.execute("DROP TABLE IF EXISTS late_anchor_index")
+        self.db.execute("DROP TABLE IF EXISTS late_anchors")
         for statement in SEARCH_SCHEMA.split(";"):
             if statement.strip():
                 self.db.execute(statement)
@@ -179,73 +226,44 @@ class SearchIndex:
     def matches(self, match: str, limit: int, topic: str | None = None, host: str | None = None,
                 mime: str | None = None, since: float | None = None, until: float | None = None) -> list[tuple[int, float]]:
         """(url id, BM25 score: higher is better) of the best ``limit`` pages matching an FTS5
-        query, within the filters (a topic includes its subtopics)."""
-        where, parameters = ["search_index MATCH ?"], [match]
-        joins = ""
-        if topic or since is not None or until is not None or mime:
-            joins += " JOIN search_docs sd ON sd.url_id = s.rowid"
-        if topic:
-            clause, values = _topic_clause(topic)
-            where.append(clause)
-            parameters += values
-        if host:
-            joins += " JOIN urls u ON u.id = s.rowid"
-            where.append("u.host = ?")
-            parameters.append(host)
-        if mime:
-            joins += " JOIN fetches f ON f.id = sd.fetch_id"
-            where.append("f.mime = ?")
-            parameters.append(mime)
-        if since is not None:
-            where.append("sd.modified_at >= ?")
-            parameters.append(since)
-        if until is not None:
-            where.append("sd.modified_at < ?")
-            parameters.append(until)
+        query, within the filters (a topic includes its subtopics): by their rows, or by the
+        anchors that reached them late (the two scores added)."""
+        filters = (topic, host, mime, since, until)
+        joins, where, parameters = _filters("s.rowid", *filters)
         weights = ", ".join(map(str, COLUMN_WEIGHTS))
-        return self.db.execute(
+        found = dict(self.db.execute(
             f"SELECT s.rowid, -bm25(search_index, {weights}) AS score FROM search_index s{joins}"
-            f" WHERE {' AND '.join(where)} ORDER BY bm25(search_index, {weights}) LIMIT ?",
-            [*parameters, limit]).fetchall()
+            f" WHERE search_index MATCH ?{where} ORDER BY bm25(search_index, {weights}) LIMIT ?",
+            [match, *parameters, limit]).fetchall())
+        for url_id, score in self.late.matches(match, limit, filters):
+            found[url_id] = found.get(url_id, 0.0) + COLUMN_WEIGHTS[3] * score
+        return sorted(found.items(), key=lambda hit: -hit[1])[:limit]
 
     def ranking(self, url_ids: list[int]) -> dict[int, tuple]:
         """What ranks each page beside BM25: (topic, confidence, modified_at, hub, authority,
         pagerank, confidence_pagerank), the link scores of its topic's latest analysis (0: none)."""
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            found.update((row[0], row[1:]) for row in self.db.execute(
-                "SELECT sd.url_id, sd.topic, COALESCE(sd.confidence, 0), sd.modified_at, COALESCE(ls.hub, 0),"
-                " COALESCE(ls.authority, 0), COALESCE(ls.pagerank, 0), COALESCE(ls.confidence_pagerank, 0)"
-                " FROM search_docs sd LEFT JOIN link_scores ls ON ls.topic = COALESCE(sd.topic, '') AND ls.url_id = sd.url_id"
-                f" WHERE sd.url_id IN ({','.join('?' * len(chunk))})", chunk))
-        return found
+        return {row[0]: row[1:] for row in rows_in(
+            self.db, "SELECT sd.url_id, sd.topic, COALESCE(sd.confidence, 0), sd.modified_at, COALESCE(ls.hub, 0),"
+            " COALESCE(ls.authority, 0), COALESCE(ls.pagerank, 0), COALESCE(ls.confidence_pagerank, 0)"
+            " FROM search_docs sd LEFT JOIN link_scores ls ON ls.topic = COALESCE(sd.topic, '') AND ls.url_id = sd.url_id"
+            " WHERE sd.url_id IN ({})", url_ids)}
 
     def details(self, url_ids: list[int]) -> dict[int, dict]:
         """What a result list shows of each page: URL, host, title, the topic-specific preview (or
         the text's opening), topic, the critic's score, size, MIME type, Last-Modified."""
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            rows = self.db.execute(
-                "SELECT d.url_id, u.url, u.host, d.title, COALESCE(d.preview, substr(d.text, 1, 300), ''), d.topic,"
-                " d.relevance, f.bytes, f.mime, sd.modified_at FROM documents d JOIN urls u ON u.id = d.url_id"
-                " JOIN fetches f ON f.id = d.fetch_id LEFT JOIN search_docs sd ON sd.url_id = d.url_id"
-                f" WHERE d.url_id IN ({','.join('?' * len(chunk))})", chunk)
-            for url_id, url, host, title, preview, topic, relevance, size, mime, modified in rows:
-                found[url_id] = {"url_id": url_id, "url": url, "host": host, "title": title or "", "preview": preview,
-                                 "topic": topic, "relevance": relevance, "size": size, "mime": mime,
-                                 "modified_at": modified}
-        return found
+        rows = rows_in(
+            self.db, "SELECT d.url_id, u.url, u.host, d.title, COALESCE(d.preview, substr(d.text, 1, 300), ''), d.topic,"
+            " d.relevance, f.bytes, f.mime, sd.modified_at FROM documents d JOIN urls u ON u.id = d.url_id"
+            " JOIN fetches f ON f.id = d.fetch_id LEFT JOIN search_docs sd ON sd.url_id = d.url_id"
+            " WHERE d.url_id IN ({})", url_ids)
+        return {url_id: {"url_id": url_id, "url": url, "host": host, "title": title or "", "preview": preview,
+                         "topic": topic, "relevance": relevance, "size": size, "mime": mime, "modified_at": modified}
+                for url_id, url, host, title, preview, topic, relevance, size, mime, modified in rows}
 
     def texts(self, url_ids: list[int]) -> dict[int, tuple[str, str]]:
         """(title, text) of pages: a surface-word search checks its words in them."""
-        found = {}
-        for start in range(0, len(url_ids), 500):
-            chunk = url_ids[start:start + 500]
-            found.update((url_id, (title or "", text or "")) for url_id, title, text in self.db.execute(
-                f"SELECT url_id, title, text FROM documents WHERE url_id IN ({','.join('?' * len(chunk))})", chunk))
-        return found
+        return {url_id: (title or "", text or "") for url_id, title, text in rows_in(
+            self.db, "SELECT url_id, title, text FROM documents WHERE url_id IN ({})", url_ids)}
 
     def neighbours(self, url_id: int, limit: int = 100) -> tuple[list[int], list[int]]:
         """Stored pages linking to the page, and stored pages it links to (BINGO!'s search in the
@@ -334,6 +352,106 @@ class UserMarks:
     def feedback_version(self) -> tuple[int, float | None]:
         """Changes whenever a mark is added or changed: (marks, time of the latest)."""
         return tuple(self.db.execute("SELECT COUNT(*), MAX(at) FROM search_feedback").fetchone())
+
+
+class AnchorFollower:
+    """Keeps a running crawl's index current with the anchor texts of the links it stores:
+    they are kept as they are stored (a menu repeated on every page is one pair) and taken
+    in every second (:meth:`follow`), which costs a few lookups per distinct target instead
+    of reading back every link. Links stored before the follower started are read from the
+    table, within the time given. A crash loses the pairs not taken with the links not
+    committed; if links were committed without theirs, the watermark was not advanced either,
+    and the next crawl reads them again from the table. (A page's unit that is rolled back
+    may leave its anchors taken: the page is fetched again and brings the same.)"""
+
+    def __init__(self, index: SearchIndex):
+        self.index = index
+        self.since = index.newest_link()  # links up to here: read from the table
+        self.pairs: set[tuple[int, str]] = set()
+
+    def found(self, rows: list[tuple]) -> None:
+        """Links being stored: (source, target, anchor text, …) rows."""
+        self.pairs.update([(target, anchor) for source, target, anchor, *_ in rows if anchor and source != target])
+
+    def follow(self, seconds: float) -> int:
+        """Take in the pairs kept, then read older links for about ``seconds``; in a
+        transaction. Returns how many pages got anchors."""
+        found: dict[int, set[str]] = {}
+        for target, anchor in self.pairs:
+            found.setdefault(target, set()).add(anchor)
+        self.pairs = set()
+        changed = self.index.take_anchors(found)
+        if not self.index.caught_up(self.since):
+            changed += self.index.refresh_anchors(1 << 30, seconds, CRAWL_LINK_BATCH, upto=self.since)
+            self.index.caught_up(self.since)
+        return changed
+
+
+class LateAnchors:
+    """Anchor texts of links found after their target was indexed, each batch a row of a small
+    FTS5 index of its own (see the module's docstring); a page's row is folded back into the
+    page's own by :meth:`SearchIndex.follow`, and taken out whenever the page is re-indexed."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def add(self, url_id: int, anchors: str) -> None:
+        row = self.db.execute("INSERT INTO late_anchors (url_id, anchors) VALUES (?, ?)", (url_id, anchors)).lastrowid
+        self.db.execute("INSERT INTO late_anchor_index (rowid, anchors) VALUES (?, ?)", (row, anchors))
+
+    def known(self, url_ids: list[int]) -> dict[int, set[str]]:
+        """The late anchors of pages that have some."""
+        known: dict[int, set[str]] = {}
+        for url_id, anchors in rows_in(self.db, "SELECT url_id, anchors FROM late_anchors WHERE url_id IN ({})", url_ids):
+            known.setdefault(url_id, set()).update(anchors.split(ANCHOR_SEPARATOR))
+        return known
+
+    def remove(self, url_id: int) -> None:
+        for row, anchors in self.db.execute("SELECT id, anchors FROM late_anchors WHERE url_id = ?", (url_id,)).fetchall():
+            self.db.execute("INSERT INTO late_anchor_index (late_anchor_index, rowid, anchors) VALUES ('delete', ?, ?)",
+                            (row, anchors))
+        self.db.execute("DELETE FROM late_anchors WHERE url_id = ?", (url_id,))
+
+    def pages(self, limit: int) -> list[int]:
+        """Pages with late anchors, to fold in."""
+        return [url_id for (url_id,) in self.db.execute("SELECT DISTINCT url_id FROM late_anchors LIMIT ?", (limit,))]
+
+    def matches(self, match: str, limit: int, filters: tuple) -> list[tuple[int, float]]:
+        """(url id, best BM25 score of its late anchors) of pages whose late anchors match."""
+        joins, where, parameters = _filters("la.url_id", *filters)
+        return self.db.execute(
+            "WITH hits AS MATERIALIZED (SELECT rowid AS id, -bm25(late_anchor_index) AS score FROM late_anchor_index"
+            " WHERE late_anchor_index MATCH ?)"
+            f" SELECT la.url_id, MAX(h.score) FROM hits h JOIN late_anchors la ON la.id = h.id{joins}"
+            f" WHERE 1{where} GROUP BY la.url_id ORDER BY 2 DESC LIMIT ?", [match, *parameters, limit]).fetchall()
+
+
+def _filters(url_id: str, topic: str | None, host: str | None, mime: str | None, since: float | None,
+             until: float | None) -> tuple[str, str, list]:
+    """Joins, conditions (each after ' AND ') and their parameters that keep pages (their id
+    in the column ``url_id``) within a search's filters."""
+    joins, where, parameters = "", "", []
+    if topic or since is not None or until is not None or mime:
+        joins += f" JOIN search_docs sd ON sd.url_id = {url_id}"
+    if topic:
+        clause, values = _topic_clause(topic)
+        where += f" AND {clause}"
+        parameters += values
+    if host:
+        joins += f" JOIN urls u ON u.id = {url_id}"
+        where += " AND u.host = ?"
+        parameters.append(host)
+    if mime:
+        joins += " JOIN fetches f ON f.id = sd.fetch_id"
+        where += " AND f.mime = ?"
+        parameters.append(mime)
+    if since is not None:
+        where += " AND sd.modified_at >= ?"
+        parameters.append(since)
+    if until is not None:
+        where += " AND sd.modified_at < ?"
+        parameters.append(until)
+    return joins, where, parameters
 
 
 def _topic_clause(topic: str) -> tuple[str, list[str]]:
