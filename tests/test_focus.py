@@ -167,6 +167,36 @@ def test_retraining_changes_the_critic_persists_it_and_survives_resume(synthetic
     assert later[-1][0] > 60
 
 
+def test_a_crawls_retraining_takes_in_what_reviewers_said(synthetic, tmp_path):
+    from focuscrawl.corrections import NOT_RELEVANT
+    from focuscrawl.store import open_index
+
+    _, config = synthetic
+    settings = {"retrain": True, "link_analysis": True, "every_positives": 10, "window": 20, "harvest_below": None,
+                "authorities": 5, "confident": 5, "require_mean": False}
+    directory = tmp_path / "reviewed"
+    asyncio.run(Crawler.create(config(budget={"max_pages": 60}, adaptation=settings), directory).run())
+    with sqlite3.connect(directory / "crawl.db") as db:
+        archetypes = json.loads(db.execute("SELECT value FROM meta WHERE key = 'archetypes'").fetchone()[0])
+        ids = dict(db.execute(f"SELECT url, id FROM urls WHERE url IN ({','.join('?' * len(archetypes))})", archetypes))
+    assert archetypes
+    marks = open_index(directory, writable=True).marks  # what a reviewer does in the portal
+    for url in archetypes:
+        marks.set_label(ids[url], NOT_RELEVANT, "reviewer")
+    marks.set_indicator("", "socket", True, "reviewer")
+    resumed = Crawler.open(directory, max_pages=120)
+    asyncio.run(resumed.run())
+    steps = [detail for pages, kind, detail in adaptations(directory) if kind == "retraining" and pages > 60]
+    assert steps and all(step["labelled"] == len(archetypes) for step in steps)
+    assert not set(archetypes) & set(resumed.adaptation.archetypes)  # none a reviewer rejected is an archetype again
+    critic = crawl_critic(directory)
+    assert critic.indicators == {"socket"}
+    on_topic = "connection timeout address family host port tcp packet network"
+    assert critic.predict_proba([on_topic + " socket"])[0] >= 0.5
+    assert critic.predict_proba([on_topic])[0] < 0.5  # on the topic, but without the indicator
+    assert critic.with_indicators({}).predict_proba([on_topic])[0] >= 0.5
+
+
 def test_learning_phase_keeps_to_the_seed_hosts_then_harvests_everywhere(synthetic, tmp_path):
     site, config = synthetic
     directory = tmp_path / "phases"

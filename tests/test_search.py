@@ -464,7 +464,8 @@ def critic_crawl(serve, make_config, tmp_path):
 
 def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(critic_crawl):
     from focuscrawl.crawler import crawl_critic
-    from focuscrawl.search.reviser import NOT_RELEVANT, RELEVANT, estimated_precision, feature_space, retrain, review_list
+    from focuscrawl.corrections import NOT_RELEVANT, RELEVANT
+    from focuscrawl.search.reviser import estimated_precision, feature_space, retrain, review_list
     from focuscrawl.text import Analyzer
 
     directory, site = critic_crawl
@@ -503,9 +504,13 @@ def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels
     assert top not in without.feature_space() and top not in without.preview_weights_
     assert without.examples_ == before.examples_  # the originals keep the term: it can be included again
     marks.marks.exclude_term(top, False, "reviewer")
+    marks.marks.set_indicator("", "xylophon", True, "reviewer")  # BINGO!'s indicators: a term no page holds
     marks.db.close()
-    retrain(directory)
+    restricted = retrain(directory)
     assert top in crawl_critic(directory).feature_space()
+    assert restricted["indicators"] == {"": ["xylophon"]} and restricted["moved"] >= 10
+    with sqlite3.connect(directory / "crawl.db") as db:  # every page judged again: none is accepted now
+        assert db.execute("SELECT MAX(relevance) FROM documents").fetchone()[0] < 0.5
 
 
 def _texts(directory, url_ids):
@@ -534,8 +539,14 @@ def test_a_reviewer_relabels_pages_in_the_browser_and_retrains_the_critic(critic
         browser.find_element(By.LINK_TEXT, "The topic's feature space").click()
         terms = WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#features > li"))
         assert len(terms) > 10
+        terms_text = [item.get_attribute("data-term") for item in terms]
         terms[0].find_element(By.CSS_SELECTOR, "button.term").click()
         WebDriverWait(browser, 10).until(lambda b: terms[0].find_element(By.CSS_SELECTOR, ".marked").text == "excluded")
+        terms[1].find_element(By.CSS_SELECTOR, "button.indicator").click()
+        WebDriverWait(browser, 10).until(lambda b: terms[1].find_element(By.CSS_SELECTOR, ".marked").text == "indicator")
+        browser.refresh()
+        indicators = WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#indicators > li"))
+        assert [item.get_attribute("data-term") for item in indicators] == [terms_text[1]]
         browser.back()
         browser.find_element(By.XPATH, "//button[starts-with(text(), 'Retrain')]").click()
         outcome = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "outcome")).text

@@ -246,3 +246,22 @@ def test_retraining_a_taxonomy_adds_archetypes_to_a_topic_without_piling_them_up
     assert {"sculptor", "marbl", "bronz"} & (retrained.feature_space() - model.feature_space())
     again = retrained.refit({"Science/Arts": {}}, warn=lambda message: None)  # archetypes are replaced, not kept
     assert again.child("Science/Arts").examples[0] == 1
+
+
+def test_reviewers_corrections_retrain_a_taxonomy_and_its_indicators_restrict_a_topic():
+    from focuscrawl.corrections import NOT_RELEVANT, Corrections
+
+    root = Node("Science", negatives=["sports", "cooking"], children=[
+        Node("Mathematics", positives=["algebra", "probability"]), Node("Arts", positives=["painting"])])
+    model = TaxonomyModel(min_features=1).fit(root, dict(TEXTS), warn=lambda message: None)
+    painting = "the painter mixed pigments in oil; impressionist paintings in the museum gallery"
+    assert model.assign(painting).topic == "Science/Arts"
+    corrections = Corrections({1: "Science/Arts", 2: NOT_RELEVANT}, set(), {"Science/Arts": {"sculptor"}})
+    assert corrections.contradicted(model, "Science/Mathematics", 1) and corrections.contradicted(model, "Science/Arts", 2)
+    assert not corrections.contradicted(model, "Science/Arts", 1) and not corrections.contradicted(model, "Science/Arts", 3)
+    sculpture = {"http://museum.test/sculpture": "Sculpture: the sculptor carves marble and casts bronze statues; "
+                                                  "the museum gallery exhibits sculptures next to the paintings."}
+    retrained = corrections.refit(model, {"Science/Arts": sculpture}, [], warn=lambda message: None)
+    assert retrained.child("Science/Arts").examples[0] == 2 and retrained.child("Science/Arts").indicators == {"sculptor"}
+    assert retrained.assign(painting).topic is None  # without the indicator: not accepted for Arts
+    assert retrained.assign(painting + " and a sculptor").topic == "Science/Arts"

@@ -31,6 +31,7 @@ import numpy as np
 
 from focuscrawl import graph
 from focuscrawl.config import CrawlConfig
+from focuscrawl.corrections import Corrections
 from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
 from focuscrawl.learn import RELEVANT, Critic, ModelError
@@ -299,14 +300,20 @@ class Adaptation:
         log.info("adaptation (%s): %s", reason, {k: v for k, v in detail.items() if k not in ("added", "removed")})
 
     def _retrain(self, analyses: list[graph.LinkScores], admit_all: bool) -> dict:
-        """Archetypes of every topic, then a critic retrained on them and the original examples."""
+        """Archetypes of every topic (none a reviewer said is elsewhere), then a critic retrained
+        on them, the original examples and the reviewers' corrections."""
         critic = self.control.critic
-        chosen = {scores.topic: self._archetypes(scores, admit_all) for scores in analyses}
+        corrections = Corrections.of(self.store.search.marks)
+        chosen = {scores.topic: [i for i in self._archetypes(scores, admit_all)
+                                 if not corrections.contradicted(critic, scores.topic, i)] for scores in analyses}
         texts = self.store.texts_of(sorted({url_id for ids in chosen.values() for url_id in ids}))
         urls = {int(i): u for scores in analyses for i, u in zip(scores.graph.url_ids, scores.graph.urls)}
         archetypes = {topic: {urls[i]: texts[i] for i in ids if i in texts} for topic, ids in chosen.items()}
         found = sorted({url for pages in archetypes.values() for url in pages})
-        detail: dict = {}
+        labelled, labelled_negatives = corrections.examples(critic, self.store)
+        for topic, pages in labelled.items():
+            archetypes.setdefault(topic, {}).update(pages)
+        detail: dict = {"labelled": sum(map(len, labelled.values())) + len(labelled_negatives)} if corrections.labels else {}
         before = critic.feature_space()
         try:
             if isinstance(critic, Critic):
@@ -316,9 +323,9 @@ class Adaptation:
                 # a well-focused crawl may have fetched few rejected pages, and its least-liked
                 # accepted ones are on the topic: taught as negatives, they turn the critic around)
                 positives = [text for pages in archetypes.values() for text in pages.values()]
-                negatives = self._pages_by_score(round(self.config.topic.negatives_per_positive
-                                                       * (len(critic.examples_[0]) + len(positives)))
-                                                 - len(critic.examples_[1]), below=0.5)
+                negatives = labelled_negatives + self._pages_by_score(
+                    round(self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)))
+                    - len(critic.examples_[1]) - len(labelled_negatives), below=0.5)
                 detail["extra_negatives"] = len(negatives)
                 if self.settings.guard is not None and positives and negatives:
                     detail["agreement"] = round(critic.agreement(positives, negatives), 3)
@@ -326,8 +333,8 @@ class Adaptation:
                         log.warning("retraining refused: archetypes agree with the examples at AUC %.2f", detail["agreement"])
                         return {**detail, "archetypes": len(found), "refused": "archetypes disagree with the examples"}
             else:
-                negatives = []  # a taxonomy's are its tree's
-            retrained = critic.refit(archetypes, negatives, keep=admit_all, warn=log.warning)
+                negatives = labelled_negatives  # beside the tree's own
+            retrained = corrections.refit(critic, archetypes, negatives, keep=admit_all, warn=log.warning)
         except (AttributeError, ModelError, TaxonomyError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}

@@ -32,6 +32,8 @@ class ModelError(ValueError):
 
 
 RELEVANT = 0.5  # a two-class critic's decision boundary: at or above, the page is on the topic
+MIN_INDICATORS = 3  # BINGO!'s N_w: the indicator terms a page must hold (all of them, when fewer are chosen)
+WITHOUT_INDICATORS = 0.49  # the most a page without them scores: rejected, its links still followed as close calls
 
 
 @dataclass(slots=True)
@@ -318,6 +320,8 @@ def platt_sigmoid(scores: np.ndarray, positive: np.ndarray) -> tuple[float, floa
 class Critic:
     """Pr(relevant | page) for the topic, trained from positive and negative example texts."""
 
+    indicators: frozenset[str] = frozenset()  # the reviser's (BINGO! §2.3.2): terms an accepted page holds
+
     def __init__(self, classifier: str = "svm-linear", language: str = "en", stem: bool = True, **options):
         """``options``: make_classifier's keywords (learning_rate, epochs, selection, features, candidates)."""
         self.classifier = classifier
@@ -386,7 +390,23 @@ class Critic:
         return {names[i]: float(w) for i, w in zip(selector.ranking_, selector.weights_)}
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
-        return self._learner().predict_proba(self._features(texts))[:, self.positive_column_]
+        relevance = self._learner().predict_proba(self._features(texts))[:, self.positive_column_]
+        if self.indicators:
+            analyzer = self.model_.named_steps["counts"].analyzer
+            relevance = np.array([self._indicated(float(p), analyzer.term_frequencies(text))
+                                  for p, text in zip(relevance, texts)])
+        return relevance
+
+    def with_indicators(self, indicators: dict[str, set[str]]) -> Critic:
+        """The critic accepting only pages that hold N_w of these terms (the topic's, under '')."""
+        self.indicators = frozenset(term for terms in indicators.values() for term in terms)
+        return self
+
+    def _indicated(self, relevance: float, frequencies: dict[str, int]) -> float:
+        """BINGO!'s restriction by indicators: an accepted page without N_w of them is rejected."""
+        if relevance >= RELEVANT and len(self.indicators & frequencies.keys()) < min(MIN_INDICATORS, len(self.indicators)):
+            return min(relevance, WITHOUT_INDICATORS)
+        return relevance
 
     def _features(self, texts: list[str] | None = None, frequencies: list[dict[str, int]] | None = None):
         """The pipeline's transforms, called directly (the Pipeline's own per-call bookkeeping
@@ -417,8 +437,10 @@ class Critic:
         in evaluation judge by URL instead."""
         counts = self.model_.named_steps["counts"]
         if hasattr(counts, "from_frequencies"):  # the page's terms may be known already (the apprentice's)
-            features = self._features(frequencies=[counts.analyzer.page_frequencies(page)])
-            relevance = float(self._learner().predict_proba(features)[0, self.positive_column_])
+            frequencies = counts.analyzer.page_frequencies(page)
+            relevance = float(self._learner().predict_proba(self._features(frequencies=[frequencies]))[0, self.positive_column_])
+            if self.indicators:
+                relevance = self._indicated(relevance, frequencies)
         else:  # a critic saved with scikit-learn's CountVectorizer
             relevance = float(self.predict_proba([page.text])[0])
         weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none

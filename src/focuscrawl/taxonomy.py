@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +178,14 @@ class TaxonomyModel:
         if not keep:
             model.tree_, model.examples_ = self.tree_, self.examples_
         return model
+
+    def with_indicators(self, indicators: dict[str, set[str]]) -> TaxonomyModel:
+        """Each topic (path -> terms) accepting only pages that hold N_w of its indicators: its
+        tree's and these (the reviser's)."""
+        for node in self.nodes_.values():
+            node.children = [replace(child, indicators=child.indicators | frozenset(indicators[child.path]))
+                             if indicators.get(child.path) else child for child in node.children]
+        return self
 
     def feature_space(self) -> set[str]:
         """Every term some node's classifiers see."""

@@ -7,21 +7,19 @@ with it — and judges every stored page again, reporting which pages moved."""
 
 from __future__ import annotations
 
-import copy
 import pickle
 from collections import Counter
 from pathlib import Path
 
+from focuscrawl.corrections import RELEVANT, Corrections, analyzer_of
 from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
 from focuscrawl.focus import rejudge
-from focuscrawl.learn import Critic, ModelError
+from focuscrawl.learn import ModelError
 from focuscrawl.search.query import quoted
 from focuscrawl.search.seeds import classifier_terms
 from focuscrawl.store import SearchIndex, Store
-from focuscrawl.text import SENTENCE_END, TOKEN, Analyzer
+from focuscrawl.text import SENTENCE_END
 
-RELEVANT = "relevant"  # a one-topic crawl's label of a page that is on its topic
-NOT_RELEVANT = ""  # the root of the taxonomy: on none of its topics
 REVIEW_ORDERS = ("confidence", "authority", "hub")
 
 
@@ -48,26 +46,18 @@ def estimated_precision(index: SearchIndex) -> dict[str, dict]:
 
 
 def retrain(directory: Path, moved_shown: int = 25) -> dict:
-    """Refit the crawl's critic with the labelled pages (positives of their topics; 'not
-    relevant' ones as negatives), save it in the crawl, judge every stored page again."""
+    """Refit the crawl's critic with the reviewers' corrections (labelled pages, excluded terms,
+    indicators), save it in the crawl, judge every stored page again."""
     store = Store(directory, warc=False)  # takes the crawl's lock: not while it is crawled
     try:
         critic = crawl_critic(directory)
         if critic is None:
             raise ModelError(f"{directory}: this crawl has no critic to retrain")
-        labels = store.search.marks.labels()
-        if not labels:
-            raise ModelError(f"{directory}: no page has been reviewed yet")
-        excluded = store.search.marks.excluded_terms()
-        analyzer = analyzer_of(critic)
-        texts = {url_id: without_terms(text, excluded, analyzer) for url_id, text in store.texts_of(list(labels)).items()}
-        urls = store.urls_of(list(labels))
-        positives: dict[str, dict[str, str]] = {}
-        for url_id, label in labels.items():
-            if label != NOT_RELEVANT and url_id in texts:
-                positives.setdefault("" if isinstance(critic, Critic) else label, {})[urls[url_id]] = texts[url_id]
-        negatives = [texts[url_id] for url_id, label in labels.items() if label == NOT_RELEVANT and url_id in texts]
-        retrained = _refit(critic, positives, negatives, excluded)
+        corrections = Corrections.of(store.search.marks)
+        if not corrections.labels and not corrections.excluded and not corrections.indicators:
+            raise ModelError(f"{directory}: no page has been reviewed and no term marked yet")
+        positives, negatives = corrections.examples(critic, store)
+        retrained = corrections.refit(critic, positives, negatives)
         before = store.queries.judgements_of([url_id for url_id, _ in store.queries.judged_texts()])
         with store.transaction():
             store.save_model(CRITIC_MODEL, pickle.dumps(retrained, protocol=pickle.HIGHEST_PROTOCOL))
@@ -78,45 +68,10 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
         moved.sort(key=lambda m: -abs((m["after"][0] or 0) - (m["before"][0] or 0)))
         details = store.search.details([m["url_id"] for m in moved[:moved_shown]])
         return {"positives": sum(map(len, positives.values())), "negatives": len(negatives), "judged": len(judged),
+                "indicators": {topic: sorted(terms) for topic, terms in corrections.indicators.items()},
                 "moved": len(moved), "largest_moves": [{**details.get(m["url_id"], {}), **m} for m in moved[:moved_shown]]}
     finally:
         store.close()
-
-
-def _refit(critic, positives: dict[str, dict[str, str]], negatives: list[str], excluded: set[str]):
-    """The critic refitted with the labelled pages (all labels every time: they replace the last
-    ones) beside its original examples, which keep the excluded terms only in its memory: a
-    term no longer excluded is learnt again at the next retraining."""
-    if not excluded or not isinstance(critic, Critic):
-        return critic.refit(positives, negatives)
-    originals = critic.examples_
-    stripped = copy.copy(critic)
-    analyzer = analyzer_of(critic)
-    stripped.examples_ = tuple([without_terms(text, excluded, analyzer) for text in texts] for texts in originals)
-    retrained = stripped.refit(positives, negatives)
-    retrained.examples_ = originals
-    return retrained
-
-
-def analyzer_of(critic) -> Analyzer:
-    """The text pipeline the critic's terms come from (its language and stemming)."""
-    return getattr(critic, "analyzer", None) or Analyzer(critic.language, critic.stem)
-
-
-def without_terms(text: str, excluded: set[str], analyzer: Analyzer) -> str:
-    """The text without the words whose terms are ``excluded`` (the critic cannot learn them)."""
-    if not excluded:
-        return text
-    stems: dict[str, bool] = {}
-
-    def kept(word) -> str:
-        found = word.group()
-        if found not in stems:
-            terms = analyzer.terms(found)
-            stems[found] = bool(terms) and terms[0] in excluded
-        return "" if stems[found] else found
-
-    return TOKEN.sub(kept, text)
 
 
 def feature_space(directory: Path, index: SearchIndex, topic: str | None = None, count: int = 40) -> list[dict]:
@@ -128,6 +83,7 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
     terms = classifier_terms(critic, topic, count)
     weights = critic.child(topic).weights if topic else critic.preview_weights_
     analyzer, excluded = analyzer_of(critic), index.marks.excluded_terms()
+    indicators = index.marks.indicators().get(topic or "", set())
     found = []
     for term in terms:
         context = ""
@@ -136,7 +92,8 @@ def feature_space(directory: Path, index: SearchIndex, topic: str | None = None,
             text = index.texts([matches[0][0]])[matches[0][0]][1]
             context = next((sentence for sentence in SENTENCE_END.split(text)
                             if term in analyzer.terms(sentence) and len(sentence) < 400), "")
-        found.append({"term": term, "weight": weights[term], "context": context, "excluded": term in excluded})
+        found.append({"term": term, "weight": weights[term], "context": context, "excluded": term in excluded,
+                      "indicator": term in indicators})
     return found
 
 

@@ -54,6 +54,13 @@ CREATE TABLE IF NOT EXISTS search_feedback (  -- BINGO! thesis §4.1.1: users' m
 );
 CREATE INDEX IF NOT EXISTS search_feedback_user ON search_feedback (user, query);
 CREATE TABLE IF NOT EXISTS excluded_terms (term TEXT PRIMARY KEY, user TEXT NOT NULL, at REAL NOT NULL);  -- the reviser's
+CREATE TABLE IF NOT EXISTS indicator_terms (  -- the reviser's: terms a topic's pages must hold (BINGO! §2.3.2)
+    topic TEXT NOT NULL,  -- a topic path, '' in a one-topic crawl
+    term TEXT NOT NULL,
+    user TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (topic, term)
+);
 CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed page's true topic
     url_id INTEGER PRIMARY KEY,
     label TEXT NOT NULL,  -- a topic path, 'relevant' (one-topic crawl), or '' (not relevant: the taxonomy's root)
@@ -340,6 +347,22 @@ class UserMarks:
 
     def excluded_terms(self) -> set[str]:
         return {term for (term,) in self.db.execute("SELECT term FROM excluded_terms")}
+
+    def set_indicator(self, topic: str, term: str, indicator: bool, user: str) -> None:
+        """A term (a stem) pages of the topic must hold to be accepted, or no longer."""
+        with self.db:
+            if indicator:
+                self.db.execute("INSERT OR REPLACE INTO indicator_terms (topic, term, user, at) VALUES (?, ?, ?, ?)",
+                                (topic, term, user, time.time()))
+            else:
+                self.db.execute("DELETE FROM indicator_terms WHERE topic = ? AND term = ?", (topic, term))
+
+    def indicators(self) -> dict[str, set[str]]:
+        """Topic ('' in a one-topic crawl) -> its indicator terms."""
+        found: dict[str, set[str]] = {}
+        for topic, term in self.db.execute("SELECT topic, term FROM indicator_terms"):
+            found.setdefault(topic, set()).add(term)
+        return found
 
     def labels(self) -> dict[int, str]:
         return dict(self.db.execute("SELECT url_id, label FROM labels"))

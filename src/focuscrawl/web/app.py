@@ -28,11 +28,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
+from focuscrawl.corrections import RELEVANT
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, PAGE_SIZE, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
-from focuscrawl.learn import ModelError
-from focuscrawl.search.reviser import (RELEVANT, REVIEW_ORDERS, estimated_precision, feature_space, retrain,
-                                      review_list)
+from focuscrawl.learn import MIN_INDICATORS, ModelError
+from focuscrawl.search.reviser import REVIEW_ORDERS, estimated_precision, feature_space, retrain, review_list
 from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, export_rows, open_index, read_only
 from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
@@ -363,6 +363,14 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
                                   lambda marks: marks.exclude_term(term.term, term.excluded, term.user or ANONYMOUS))
         return {"crawl": name, "term": term.term, "excluded": term.excluded}
 
+    @app.post("/api/indicators", responses={**FORBIDDEN, **UNKNOWN})
+    async def api_indicator(request: Request, term: Indicator) -> dict:
+        """Make a term (a stem) an indicator of a topic ('' in a one-topic crawl), or no longer:
+        from the next retraining, the topic accepts only pages holding N_w of its indicators."""
+        name = await _write_marks(request, crawls, csrf, term.crawl, lambda marks: marks.set_indicator(
+            term.topic, term.term, term.indicator, term.user or ANONYMOUS))
+        return {"crawl": name, "topic": term.topic, "term": term.term, "indicator": term.indicator}
+
     @app.get("/reviser/{crawl}/features", response_class=HTMLResponse, include_in_schema=False)
     def features_page(request: Request, crawl: str, topic: str = ""):
         name, engine = crawls.search(crawl)
@@ -371,8 +379,9 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
         except (ModelError, QueryError) as failure:
             terms, error = [], str(failure)
         return TEMPLATES.TemplateResponse(request, "features.html", {
-            "crawl": name, "topic": topic, "terms": terms, "error": error, "csrf": csrf,
-            "excluded": sorted(engine.index.marks.excluded_terms())})
+            "crawl": name, "topic": topic, "terms": terms, "error": error, "csrf": csrf, "min_indicators": MIN_INDICATORS,
+            "excluded": sorted(engine.index.marks.excluded_terms()),
+            "indicators": sorted(engine.index.marks.indicators().get(topic, set()))})
 
     @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
     def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
@@ -414,6 +423,14 @@ class Term(BaseModel):
     crawl: str | None = None
     term: str
     excluded: bool
+    user: str | None = None
+
+
+class Indicator(BaseModel):
+    crawl: str | None = None
+    topic: str = ""
+    term: str
+    indicator: bool
     user: str | None = None
 
 
