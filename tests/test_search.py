@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -384,6 +385,64 @@ def test_the_dashboard_draws_the_harvest_chart_and_keeps_it_live(portal_url, bro
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text == "36"
     labels = [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
     assert "36 pages" in labels  # drawn to the last event's scale (this crawl has no critic: no harvest line)
+
+
+def test_the_dashboard_follows_a_running_crawl_and_pauses_resumes_and_stops_it(serve, make_config, tmp_path, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    from focuscrawl.config import dump_config
+    from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+    site = build_site(pages=300, hosts=2, seed=5)
+    server = serve(make_app(site))
+    fetch = make_config(seeds=["http://x/"]).model_dump(mode="json")["fetch"]
+    config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first", budget={"max_pages": 280},
+                          politeness={"min_interval": 0.1}, fetch=fetch, harvest_log_every=5)
+    dump_config(config, tmp_path / "crawl.yml")
+    directory = tmp_path / "live"
+    crawl = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(tmp_path / "crawl.yml"), "--out", str(directory),
+                              "-q"], stderr=subprocess.DEVNULL)
+    portal = None
+    try:
+        _wait(lambda: (directory / "harvest.jsonl").exists() and len((directory / "harvest.jsonl").read_text().splitlines()) >= 2)
+        portal = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
+                                  stderr=subprocess.PIPE, text=True)
+        browser.get(_wait_for_address(portal) + "/crawls/live")
+        state = browser.find_element(By.CSS_SELECTOR, '[data-field="state"]')
+        fetched = browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]')
+        def chart() -> list[str]:
+            return [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
+
+        first, drawn = int(fetched.text), chart()
+        WebDriverWait(browser, 30).until(lambda b: int(fetched.text) >= first + 10)  # the live feed goes on
+        assert browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart polyline") and state.text == "running"
+        WebDriverWait(browser, 10).until(lambda b: chart() != drawn)  # redrawn to the new scale
+        browser.find_element(By.XPATH, "//button[text()='Pause']").click()
+        WebDriverWait(browser, 15).until(lambda b: b.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "paused")
+        fetched = browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]')
+        time.sleep(1.0)  # fetches in flight end
+        paused_at = int(fetched.text)
+        time.sleep(2.5)
+        assert int(browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text) == paused_at
+        assert crawl.poll() is None  # the process waits
+        browser.find_element(By.XPATH, "//button[text()='Resume']").click()
+        WebDriverWait(browser, 30).until(
+            lambda b: int(b.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text) > paused_at)
+        browser.find_element(By.XPATH, "//button[starts-with(text(), 'Stop')]").click()
+        assert crawl.wait(30) == 0
+        WebDriverWait(browser, 15).until(lambda b: b.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "stopped")
+    finally:
+        for process in filter(None, (crawl, portal)):
+            process.terminate()
+            process.wait(10)
+
+
+def _wait(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
 
 
 def test_feedback_teaches_the_ranking_and_profiles_are_aggregated_and_matched(portal_crawl):

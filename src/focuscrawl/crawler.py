@@ -108,6 +108,25 @@ def load_critic(path: Path) -> Critic | TaxonomyModel:
     return load_model(path, CRITICS, "a critic or a taxonomy model")
 
 
+def checked_input(config: CrawlConfig, parts: Parts | None) -> list[str]:
+    """The seeds of a new crawl, once all its input is checked (nothing is written before)."""
+    seeds = read_seeds(config)
+    expand(config.topic.positive, "topic.positive")
+    expand(config.topic.negative, "topic.negative")
+    if parts and parts.apprentice and config.strategy != "apprentice":
+        raise ConfigError("strategy: an apprentice to teach needs strategy: apprentice")
+    return seeds
+
+
+def with_budget(config: CrawlConfig, budget: dict) -> CrawlConfig:
+    """The config with a new budget from the command line (``max_pages=…``)."""
+    if not budget:
+        return config
+    data = config.model_dump(mode="json")
+    data["budget"].update(budget)
+    return validate_config(data, "command line")
+
+
 @dataclass
 class Parts:
     """Parts a crawl is built with in place of those its configuration makes: evaluation's
@@ -135,10 +154,7 @@ class Crawler:
         self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, clusters)
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
-        fetched, errors, refused, _ = self.store.queries.fetch_counts()
-        total, scored = self.store.relevance_totals()
-        self.progress = Progress(0, fetched, errors, total, scored, 0, time.monotonic(), 0, self.store.topic_counts(),
-                                 refused)
+        self.progress = Progress.of(self.store)
         self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.stage_seconds)
                            if config.strategy == "apprentice" else None)  # best-first until it is ready
         self.pages = PagePipeline(config, self.store, self.frontier, self.hosts, self.apprentice, self.progress,
@@ -178,11 +194,7 @@ class Crawler:
         directory = Path(directory)
         if CrawlDir(directory).exists():
             raise CrawlDirError(f"{directory}: already holds a crawl; continue it with 'focuscrawl resume {directory}'")
-        seeds = read_seeds(config)
-        expand(config.topic.positive, "topic.positive")
-        expand(config.topic.negative, "topic.negative")
-        if parts and parts.apprentice and config.strategy != "apprentice":
-            raise ConfigError("strategy: an apprentice to teach needs strategy: apprentice")
+        seeds = checked_input(config, parts)
         directory.mkdir(parents=True, exist_ok=True)
         dump_config(config, CrawlDir(directory).config)
         crawler = cls(directory, config, parts)
@@ -204,12 +216,8 @@ class Crawler:
         files = CrawlDir(directory)
         if not files.exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
-        config = load_config(files.config)
+        config = with_budget(load_config(files.config), budget)
         critic = crawl_critic(directory)
-        if budget:
-            data = config.model_dump(mode="json")
-            data["budget"].update(budget)
-            config = validate_config(data, "command line")
         crawler = cls(directory, config)  # takes the directory's lock before anything is written
         if budget:
             dump_config(config, files.config)
@@ -220,7 +228,8 @@ class Crawler:
 
     async def run(self, on_progress=None, progress_every: float = 0.5) -> str:
         """Crawl until the budget or the frontier is exhausted, or :meth:`stop` is called."""
-        self._changed = asyncio.Event()
+        self._changed, self._running = asyncio.Event(), asyncio.Event()
+        self._running.set()
         requeued = self.frontier.load()
         if requeued:
             log.info("resume: %d URLs that were in flight are queued again", requeued)
@@ -228,8 +237,10 @@ class Crawler:
         self.progress.started = time.monotonic()
         self.store.set_meta(state="running", pid=os.getpid(), run_started_at=time.time())
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self.stop, f"signal {signal.Signals(signum).name}")
+        signals = {signal.SIGINT: (self.stop, "signal SIGINT"), signal.SIGTERM: (self.stop, "signal SIGTERM"),
+                   signal.SIGUSR1: (self.pause, True), signal.SIGUSR2: (self.pause, False)}
+        for signum, (act, argument) in signals.items():
+            loop.add_signal_handler(signum, act, argument)
         ticker = asyncio.create_task(self._tick(on_progress, progress_every)) if on_progress else None
         committer = asyncio.create_task(self._commit_while_idle())
         max_seconds = self.config.budget.max_seconds
@@ -251,7 +262,7 @@ class Crawler:
                             log.error("a crawl worker failed", exc_info=outcome)
             state = "stopped" if self.stop_reason and self.stop_reason.startswith(INTERRUPTIONS) else "finished"
         finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in signals:
                 loop.remove_signal_handler(signum)
             if deadline:
                 deadline.cancel()
@@ -278,6 +289,13 @@ class Crawler:
         for worker in self._workers:
             worker.cancel()
 
+    def pause(self, paused: bool) -> None:
+        """Pause (SIGUSR1: fetches in flight end; the process, its connections and state stay)
+        or go on (SIGUSR2): what the dashboard's pause and continue send."""
+        (self._running.clear if paused else self._running.set)()
+        self.store.set_meta(state="paused" if paused else "running")
+        log.info("crawl %s", "paused" if paused else "going on")
+
     async def _commit_while_idle(self) -> None:
         """Pages handled while the crawl waits (on politeness, a slow host) are committed all the same."""
         while True:
@@ -299,6 +317,7 @@ class Crawler:
     async def _acquire(self) -> Item | None:
         max_pages = self.config.budget.max_pages
         while self.stop_reason is None:
+            await self._running.wait()
             if max_pages is not None and self.frontier.done + self.frontier.in_flight >= max_pages:
                 if self.frontier.in_flight == 0:
                     self.stop_reason = f"budget: max_pages {max_pages}"

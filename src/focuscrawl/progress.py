@@ -25,6 +25,13 @@ class Progress:
     topics: Counter = field(default_factory=Counter)  # pages assigned to each topic of a taxonomy
     refused: int = 0  # URLs our rules did not let us fetch (robots.txt, policy, MIME, size): not pages
 
+    @classmethod
+    def of(cls, store) -> Progress:
+        """The figures of a crawl's store, to go on from (a resumed crawl's)."""
+        fetched, errors, refused, _ = store.queries.fetch_counts()
+        total, scored = store.relevance_totals()
+        return cls(0, fetched, errors, total, scored, 0, time.monotonic(), 0, store.topic_counts(), refused)
+
     @property
     def harvest_rate(self) -> float | None:
         return self.relevance_sum / self.scored if self.scored else None

@@ -463,7 +463,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
     """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
     meta = dict(db.execute("SELECT key, value FROM meta"))
     state = meta.get("state", "new")
-    if state == "running" and not _pid_alive(int(meta.get("pid", 0) or 0)):
+    if state in ("running", "paused") and not _pid_alive(int(meta.get("pid", 0) or 0)):
         state = "stopped"
     fetched, errors, refused, attempts = Queries(db).fetch_counts()
     stored, harvest, relevant, duplicates = db.execute(

@@ -35,7 +35,7 @@ from focuscrawl.learn import MIN_INDICATORS, ModelError
 from focuscrawl.search.reviser import REVIEW_ORDERS, estimated_precision, feature_space, retrain, review_list
 from focuscrawl.search.seeds import find_seeds
 from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, export_rows, open_index, read_only
-from focuscrawl.web.dashboard import ControlError, dashboard_state, resume_crawl, stop_crawl
+from focuscrawl.web.dashboard import ControlError, dashboard_state, pause_crawl, resume_crawl, stop_crawl
 
 BAD_QUERY = {400: {"description": "the query, a weight or a date cannot be used (the reason in `detail`)"}}
 UNKNOWN = {404: {"description": "no crawl of that name is served"}}
@@ -106,6 +106,7 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     _dashboard_routes(app, crawls, csrf)
     _feedback_routes(app, crawls, csrf)
     _reviser_routes(app, crawls, csrf)
+    _feature_routes(app, crawls, csrf)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
@@ -270,7 +271,7 @@ def _page_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
 
 
 def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
-    """The crawl dashboard and its live feed; stop and resume are POSTs that carry the page's
+    """The crawl dashboard and its live feed; stop, pause and resume are POSTs that carry the page's
     CSRF token (a page of another site cannot submit them)."""
 
     def directory_of(crawl: str) -> Path:
@@ -307,11 +308,12 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             "crawl": crawl, "state": dashboard_state(directory_of(crawl)), "csrf": csrf, "message": message})
 
     @app.post("/crawls/{crawl}/{action}", include_in_schema=False)
-    async def control(request: Request, crawl: str, action: Literal["stop", "resume"]):
+    async def control(request: Request, crawl: str, action: Literal["stop", "pause", "resume"]):
         _check_csrf(str((await request.form()).get("csrf", "")), csrf)
+        act, message = {"stop": (stop_crawl, "stopping: committed pages stay"), "pause": (pause_crawl, "pausing"),
+                        "resume": (resume_crawl, "resuming")}[action]
         try:
-            (stop_crawl if action == "stop" else resume_crawl)(directory_of(crawl))
-            message = "stopping: committed pages stay" if action == "stop" else "resuming"
+            act(directory_of(crawl))
         except ControlError as error:
             message = str(error)
         return RedirectResponse(f"/crawls/{crawl}?message={urllib.parse.quote(message)}", status_code=303)
@@ -356,6 +358,29 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
                                   lambda marks: marks.set_label(label.url_id, label.label, label.user or ANONYMOUS))
         return {"crawl": name, "url_id": label.url_id, "label": label.label}
 
+    @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
+    def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
+        found = api_review(crawl, topic or None, by if by in REVIEW_ORDERS else "confidence", min(max(count, 1), 500))
+        _, engine = crawls.search(crawl)
+        return TEMPLATES.TemplateResponse(request, "reviser.html", {
+            **found, "topics": [t for t, _ in engine.index.topics()], "orders": REVIEW_ORDERS, "count": count,
+            "csrf": csrf, "relevant": RELEVANT})
+
+    @app.post("/reviser/{crawl}/retrain", response_class=HTMLResponse, include_in_schema=False)
+    async def retrain_page(request: Request, crawl: str):
+        _check_csrf(str((await request.form()).get("csrf", "")), csrf)
+        name, _ = crawls.search(crawl)
+        try:
+            outcome = await asyncio.to_thread(retrain, crawls.directories[name])
+        except (CrawlDirError, ModelError) as error:
+            outcome = {"error": str(error)}
+        return TEMPLATES.TemplateResponse(request, "retrained.html", {"crawl": name, **outcome})
+
+
+def _feature_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """The reviser's feature space (§2.4.13, Figure 2.24): terms excluded from the critic's
+    training, or made a topic's indicators."""
+
     @app.post("/api/terms", responses={**FORBIDDEN, **UNKNOWN})
     async def api_term(request: Request, term: Term) -> dict:
         """Exclude a term (a stem) from what the critic learns at the next retraining, or include it again."""
@@ -382,24 +407,6 @@ def _reviser_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             "crawl": name, "topic": topic, "terms": terms, "error": error, "csrf": csrf, "min_indicators": MIN_INDICATORS,
             "excluded": sorted(engine.index.marks.excluded_terms()),
             "indicators": sorted(engine.index.marks.indicators().get(topic, set()))})
-
-    @app.get("/reviser/{crawl}", response_class=HTMLResponse, include_in_schema=False)
-    def reviser_page(request: Request, crawl: str, topic: str = "", by: str = "confidence", count: int = 20):
-        found = api_review(crawl, topic or None, by if by in REVIEW_ORDERS else "confidence", min(max(count, 1), 500))
-        _, engine = crawls.search(crawl)
-        return TEMPLATES.TemplateResponse(request, "reviser.html", {
-            **found, "topics": [t for t, _ in engine.index.topics()], "orders": REVIEW_ORDERS, "count": count,
-            "csrf": csrf, "relevant": RELEVANT})
-
-    @app.post("/reviser/{crawl}/retrain", response_class=HTMLResponse, include_in_schema=False)
-    async def retrain_page(request: Request, crawl: str):
-        _check_csrf(str((await request.form()).get("csrf", "")), csrf)
-        name, _ = crawls.search(crawl)
-        try:
-            outcome = await asyncio.to_thread(retrain, crawls.directories[name])
-        except (CrawlDirError, ModelError) as error:
-            outcome = {"error": str(error)}
-        return TEMPLATES.TemplateResponse(request, "retrained.html", {"crawl": name, **outcome})
 
 
 async def _write_marks(request: Request, crawls: Crawls, csrf: str, crawl: str | None, act) -> str:

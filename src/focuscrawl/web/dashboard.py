@@ -1,7 +1,8 @@
 """The crawl dashboard: what a crawl directory says about its crawl (running or not), and
-stopping or resuming it. Stop is SIGTERM to the crawl's process, which stops as after Ctrl-C
-(everything committed stays; resume goes on); resume starts ``focuscrawl resume`` with the
-crawl's own config, so nothing is fetched outside the crawl's rules."""
+controlling it. Stop is SIGTERM to the crawl's process, which stops as after Ctrl-C (everything
+committed stays; resume goes on); pause is SIGUSR1 (the process waits, fetches in flight end),
+and resume of a paused crawl SIGUSR2; resume of a stopped crawl starts ``focuscrawl resume``
+with the crawl's own config, so nothing is fetched outside the crawl's rules."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def dashboard_state(directory: Path) -> dict:
                           for host, fetched, queued, status in queries.hosts_by_pages()]
         meta = queries.meta()
     state["series"] = harvest_series(CrawlDir(directory).harvest_log)
-    state["pid"] = int(meta.get("pid", 0) or 0) if state["state"] == "running" else None
+    state["pid"] = int(meta.get("pid", 0) or 0) if state["state"] in ("running", "paused") else None
     return state
 
 
@@ -55,14 +56,23 @@ def harvest_series(path: Path) -> list[dict]:
 
 
 def stop_crawl(directory: Path) -> int:
-    """Ask the running crawl to stop (SIGTERM); returns its process id."""
+    """Ask the running (or paused) crawl to stop (SIGTERM); returns its process id."""
+    return _signal(directory, signal.SIGTERM, ("running", "paused"), "stopped")
+
+
+def pause_crawl(directory: Path) -> int:
+    """Ask the running crawl to pause (SIGUSR1); returns its process id."""
+    return _signal(directory, signal.SIGUSR1, ("running",), "paused")
+
+
+def _signal(directory: Path, signum: int, states: tuple[str, ...], done: str) -> int:
     state = dashboard_state(directory)
-    if state["state"] != "running" or not state["pid"] or not _crawled_now(directory):
-        raise ControlError(f"the crawl in {directory} is not running ({state['state']})")
+    if state["state"] not in states or not state["pid"] or not _crawled_now(directory):
+        raise ControlError(f"the crawl in {directory} is not {' or '.join(states)} ({state['state']})")
     try:
-        os.kill(state["pid"], signal.SIGTERM)
+        os.kill(state["pid"], signum)
     except OSError as error:
-        raise ControlError(f"the crawl in {directory} could not be stopped: {error}") from None
+        raise ControlError(f"the crawl in {directory} could not be {done}: {error}") from None
     return state["pid"]
 
 
@@ -76,8 +86,11 @@ def _crawled_now(directory: Path) -> bool:
 
 
 def resume_crawl(directory: Path) -> int:
-    """Start ``focuscrawl resume`` on a crawl that is not running; returns the new process id."""
+    """Let a paused crawl go on (SIGUSR2), or start ``focuscrawl resume`` on a crawl that is not
+    running; returns the crawl's process id."""
     state = dashboard_state(directory)
+    if state["state"] == "paused":
+        return _signal(directory, signal.SIGUSR2, ("paused",), "resumed")
     if state["state"] == "running":
         raise ControlError(f"the crawl in {directory} is running already")
     log = open(CrawlDir(directory).resume_output, "ab")
