@@ -10,6 +10,7 @@ import subprocess
 import sys
 from contextlib import closing
 
+import pyarrow.parquet
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -53,6 +54,11 @@ def test_quick_start_flags_crawl_then_status_and_export(serve, tmp_path):
     table = list(csv.DictReader(io.StringIO(focuscrawl("export", out, "--format", "csv").stdout)))
     assert [row["url"] for row in table] == [r["url"] for r in records]
     assert {"url", "status", "depth", "relevance", "title", "fetched_at"} <= set(table[0])
+    assert focuscrawl("export", out, "--format", "parquet", "--output", tmp_path / "pages.parquet").returncode == 0
+    parquet = pyarrow.parquet.read_table(tmp_path / "pages.parquet").to_pylist()
+    assert parquet == records and str(pyarrow.parquet.read_schema(tmp_path / "pages.parquet").field("status").type) == "int64"
+    refused = focuscrawl("export", out, "--format", "parquet")
+    assert refused.returncode == 2 and refused.stderr.strip().endswith("give --output FILE (Parquet is not written to a terminal)")
     harvest = [json.loads(line) for line in (out / "harvest.jsonl").read_text().splitlines()]
     assert harvest[-1]["pages"] == 3 and harvest[-1]["harvest_rate"] == status["harvest_rate"]
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import pickle
@@ -18,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet
 import pytest
 
 from focuscrawl.crawler import Crawler
@@ -227,6 +229,12 @@ def test_the_api_searches_pages_with_paging_and_explains_bad_queries(portal):
     assert status == 200 and len([row for row in fetched if row["status"] == 200]) == 36
     status, table = portal(f"/api/crawls/{crawl_name}/export.csv")
     assert table.splitlines()[0] == "url,final_url,status,error,depth,relevance,title,fetched_at" and len(table.splitlines()) == len(fetched) + 1
+    with urllib.request.urlopen(_base_of(portal) + f"/api/crawls/{crawl_name}/export.parquet", timeout=10) as answer:
+        assert answer.headers["Content-Type"] == "application/vnd.apache.parquet"
+        assert pyarrow.parquet.read_table(io.BytesIO(answer.read())).to_pylist() == fetched
+    with urllib.request.urlopen(_base_of(portal) + "/api/search.parquet?q=inventory", timeout=10) as answer:
+        results = pyarrow.parquet.read_table(io.BytesIO(answer.read())).to_pylist()
+    assert [row["url"] for row in results] == [json.loads(line)["url"] for line in lines.splitlines()]
     assert portal("/api/crawls", Host="rebound.example")[0] == 400  # a site whose name was pointed at 127.0.0.1
     spec = json.loads(portal("/openapi.json")[1])
     assert "/api/search" in spec["paths"] and "/api/crawls" in spec["paths"]

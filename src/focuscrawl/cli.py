@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import logging
 import sqlite3
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +21,7 @@ from rich.text import Text
 from focuscrawl.bench import bench
 from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
+from focuscrawl.exports import FORMATS, text_chunks, write_parquet
 from focuscrawl.progress import Progress
 from focuscrawl.search import PAGE_SIZE, QueryError, Search
 from focuscrawl.search.indexing import index_crawl
@@ -196,28 +197,26 @@ def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(F
 @app.command()
 def export(
     directory: Path = typer.Argument(...),
-    fmt: str = typer.Option("jsonl", "--format", help="jsonl or csv"),
-    output: Optional[Path] = typer.Option(None, "--output", help="file to write (default: standard output)"),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl, csv or parquet"),
+    output: Optional[Path] = typer.Option(None, "--output", help="file to write (default: standard output; parquet needs one)"),
 ) -> None:
     """One record per fetched page: url, status, depth, relevance, title, fetched_at."""
-    if fmt not in ("jsonl", "csv"):
-        _fail(f"--format: {fmt!r} is not jsonl or csv")
+    if fmt not in FORMATS:
+        _fail(f"--format: {fmt!r} is not {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if fmt == "parquet" and output is None:
+        _fail("--format parquet: give --output FILE (Parquet is not written to a terminal)")
     try:
         rows = export_rows(open_existing(directory))
+        if fmt == "parquet":
+            write_parquet(rows, EXPORT_FIELDS, output)
+            return
+        with open(output, "w", encoding="utf-8", newline="") if output else nullcontext(sys.stdout) as stream:
+            for chunk in text_chunks(rows, fmt, EXPORT_FIELDS):
+                stream.write(chunk)
     except USER_ERRORS as error:
         _fail(str(error))
-    stream = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
-    try:
-        if fmt == "jsonl":
-            for row in rows:
-                stream.write(json.dumps(row, ensure_ascii=False) + "\n")
-        else:
-            writer = csv.DictWriter(stream, fieldnames=EXPORT_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-    finally:
-        if output:
-            stream.close()
+    except OSError as error:
+        _fail(f"--output {output}: {error.strerror or error}")
 
 
 @app.command()

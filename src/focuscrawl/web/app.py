@@ -6,29 +6,30 @@ every request must carry it (``Authorization: Bearer …``, or ``?token=`` once,
 from __future__ import annotations
 
 import asyncio
-import csv
 import hmac
-import io
 import ipaddress
 import json
+import os
 import secrets
+import tempfile
 import threading
 import time
 import urllib.parse
-from contextlib import closing
 from datetime import datetime, timezone
-from itertools import islice
 from pathlib import Path
 from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response,
+                               StreamingResponse)
 from fastapi.staticfiles import StaticFiles
+from starlette.background import BackgroundTask
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
 from focuscrawl.corrections import RELEVANT
+from focuscrawl.exports import MEDIA_TYPES, text_chunks, write_parquet
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, PAGE_SIZE, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
 from focuscrawl.learn import MIN_INDICATORS, ModelError
@@ -41,13 +42,13 @@ BAD_QUERY = {400: {"description": "the query, a weight or a date cannot be used 
 UNKNOWN = {404: {"description": "no crawl of that name is served"}}
 FORBIDDEN = {400: {"description": "the body is not JSON"},
              403: {"description": "missing or stale CSRF token (the X-CSRF-Token header of the portal's pages)"}}
-EXPORTED = {200: {"description": "one result per line", "content": {"application/x-ndjson": {}, "text/csv": {}}}}
+EXPORTED = {200: {"description": "one result per line (JSON or CSV), or a Parquet file",
+                   "content": {media_type: {} for media_type in MEDIA_TYPES.values()}}}
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TOKEN_COOKIE = "focuscrawl_token"
 USER_COOKIE = "focuscrawl_user"  # whose feedback profile a browser searches with
 ANONYMOUS = "anonymous"  # the profile of a browser that gave no name
 EXPORT_COLUMNS = ("url", "title", "topic", "score", "relevance", "size", "mime", "modified", "preview")
-EXPORT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
 
 
 class PortalError(ValueError):
@@ -172,24 +173,24 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         (bm25, confidence, authority, hub, pagerank, topic_pagerank, recency, inverse_recency)."""
         return run_search(crawls, request, crawl, q, page, within, words, topic, host, mime, since, until)
 
-    @app.get("/api/search.{extension}", response_class=PlainTextResponse, responses={**EXPORTED, **BAD_QUERY, **UNKNOWN})
-    def api_search_export(request: Request, extension: Literal["jsonl", "csv"], q: str = Query(...),
+    @app.get("/api/search.{extension}", response_class=Response, responses={**EXPORTED, **BAD_QUERY, **UNKNOWN})
+    def api_search_export(request: Request, extension: Literal["jsonl", "csv", "parquet"], q: str = Query(...),
                           crawl: str | None = None, within: str | None = None, words: bool = False,
                           topic: str | None = None, host: str | None = None, mime: str | None = None,
                           since: str | None = None, until: str | None = None):
-        """Every result of a search (the best 1 000 matches, ranked), one per line: JSON or CSV."""
+        """Every result of a search (the best 1 000 matches, ranked): JSON lines, CSV or Parquet."""
         found = run_search(crawls, request, crawl, q, 0, within, words, topic, host, mime, since, until)["results"]
         rows = [{field: hit.get(field) for field in EXPORT_COLUMNS} for hit in found]
-        return PlainTextResponse(_lines(rows, extension), media_type=EXPORT_TYPES[extension],
-                                 headers={"Content-Disposition": f'attachment; filename="results.{extension}"'})
+        return _exported(rows, EXPORT_COLUMNS, extension, "results")
 
     @app.get("/api/crawls/{crawl}/export.{extension}", response_class=StreamingResponse,
              responses={**EXPORTED, **UNKNOWN})
-    def api_export(crawl: str, extension: Literal["jsonl", "csv"]):
-        """The whole collection, one fetch per line (what ``focuscrawl export`` writes), streamed."""
+    def api_export(crawl: str, extension: Literal["jsonl", "csv", "parquet"]):
+        """The whole collection, one record per fetch (what ``focuscrawl export`` writes): JSON
+        lines or CSV streamed, or a Parquet file."""
         name, _ = crawls.search(crawl)
-        return StreamingResponse(_export_lines(crawls.directories[name], extension), media_type=EXPORT_TYPES[extension],
-                                 headers={"Content-Disposition": f'attachment; filename="{name}.{extension}"'})
+        db = read_only(crawls.directories[name], any_thread=True)  # the response pulls chunks from several threads
+        return _exported(export_rows(db), EXPORT_FIELDS, extension, name, db.close)
 
     @app.get("/api/seeds", responses=BAD_QUERY)
     def api_seeds(q: str = Query(..., description="BINGO! syntax"), count: int = Query(20, ge=1, le=1000),
@@ -212,25 +213,26 @@ def _api_routes(app: FastAPI, crawls: Crawls) -> None:
         return neighbours(crawls, crawl, url_id)
 
 
-def _lines(rows: list[dict], extension: str, fields=EXPORT_COLUMNS, header: bool = True) -> str:
-    """Rows as JSON lines, or CSV (with its header line if ``header``)."""
-    if extension == "jsonl":
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fields, lineterminator="\n")
-    if header:
-        writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
-def _export_lines(directory: Path, extension: str):
-    """``export_rows`` of a crawl as lines, a thousand at a time, from its own connection."""
-    with closing(read_only(directory, any_thread=True)) as db:  # the response pulls chunks from several threads
-        rows, header = export_rows(db), extension == "csv"
-        while chunk := list(islice(rows, 1000)):
-            yield _lines(chunk, extension, EXPORT_FIELDS, header)
-            header = False
+def _exported(rows, fields, extension: str, name: str, done=None) -> Response:
+    """Rows as a download: text formats streamed a chunk at a time, Parquet written to a
+    temporary file first (its index is at its end). ``done`` runs once the rows are read."""
+    headers = {"Content-Disposition": f'attachment; filename="{name}.{extension}"'}
+    if extension != "parquet":
+        def chunks():
+            try:
+                yield from text_chunks(rows, extension, fields)
+            finally:
+                if done:
+                    done()
+        return StreamingResponse(chunks(), media_type=MEDIA_TYPES[extension], headers=headers)
+    with tempfile.NamedTemporaryFile(suffix=".parquet", delete=False) as file:
+        try:
+            write_parquet(rows, fields, file)
+        finally:
+            if done:
+                done()
+    return FileResponse(file.name, media_type=MEDIA_TYPES[extension], headers=headers,
+                        background=BackgroundTask(os.unlink, file.name))
 
 
 def neighbours(crawls: Crawls, crawl: str, url_id: int) -> dict:
