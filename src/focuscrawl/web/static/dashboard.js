@@ -72,8 +72,9 @@
 
   let previous = null;
   function show(state) {
-    ["state", "pages_fetched", "relevant_pages", "frontier_size", "errors", "refused", "bad_hosts"].forEach((f) => setText(f, state[f]));
-    setText("stop_reason", state.state === "running" ? "" : state.stop_reason || "");
+    ["state", "pages_fetched", "relevant_pages", "frontier_size", "errors", "refused", "bad_hosts", "pages_indexed",
+      "index_links_behind"].forEach((f) => setText(f, state[f] === null ? "–" : state[f]));
+    setText("stop_reason", ["running", "paused"].includes(state.state) ? "" : state.stop_reason || "");
     setText("harvest_rate", state.harvest_rate === null ? "–" : state.harvest_rate.toFixed(3));
     const last = state.series.length ? state.series[state.series.length - 1] : null;
     if (previous && last && last.time > previous.time) {
