@@ -277,3 +277,25 @@ def test_the_readmes_demo_crawls_best_first_next_to_breadth_first(small_web, tmp
     assert run.returncode == 0, run.stderr[-2000:]
     assert set(json.loads(run.stdout)["crawlers"]) == {"bfs", "best-first-svm"}
     assert (tmp_path / "demo" / "report.md").exists()
+
+
+def test_organise_study_reproduces_chapter_3s_experiments_on_the_web(small_web, tmp_path):
+    out = tmp_path / "study"
+    run = subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "study", "--testweb", str(small_web),
+                          "--topics", str(small_web / "topics.yml"), "--out", str(out), "--tuples", "2", "--pairs", "2",
+                          "--pages", "20", "--duplicate-pages", "300"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert json.loads(run.stdout) == results
+    clustering = results["clustering"]
+    for part in ("base", "restrictive"):
+        assert set(clustering[part]) == {"kmeans", "iterative", "svd"}
+        assert all(0 <= clustering[part][m]["error"] <= 1 and 0 <= clustering[part][m]["loss"] < 1 for m in clustering[part])
+    assert all(clustering["base"][m]["loss"] == 0 for m in clustering["base"])
+    assert 0 < clustering["meta"]["loss"] == clustering["restrictive"]["kmeans"]["loss"]  # compared at the same loss
+    assert results["filtering"][0]["loss"] == 0 and len(results["filtering"]) == 10
+    assert {"precision", "recall", "ms_per_page"} <= set(results["near_duplicates"])
+    assert (out / "report.md").read_text().startswith("# Organising the collection") and (out / "filtering.png").stat().st_size
+    missing = subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "study", "--testweb", str(small_web),
+                              "--topics", str(tmp_path / "none.yml"), "--out", str(out)], capture_output=True, text=True)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1 and "none.yml" in missing.stderr

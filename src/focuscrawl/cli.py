@@ -34,6 +34,8 @@ from focuscrawl.evaluate.learners import compare as compare_learners
 from focuscrawl.evaluate.report import write_report
 from focuscrawl.graph import analyse, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
+from focuscrawl.organise.clustering import OrganiseError
+from focuscrawl.organise.study import study as organise_study_on
 from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
@@ -418,6 +420,32 @@ def learners_compare(
     for row in rows:
         print(f"{row['learner']:<15} {row['accuracy']:>8.3f} ± {row['accuracy_stderr']:<6.3f} {row['train_seconds']:>8.2f}"
               f" {row['classify_ms']:>12.2f}")
+
+
+organise_app = typer.Typer(help="Organising a collection (BINGO! chapter 3): clusters, filtering, near-duplicates.",
+                           no_args_is_help=True)
+app.add_typer(organise_app, name="organise")
+
+
+@organise_app.command("study")
+def organise_study(
+    testweb: Path = typer.Option(..., "--testweb", help="a built test web"),
+    topics: Path = typer.Option(..., "--topics", help="topics file from 'testweb topics'"),
+    out: Path = typer.Option(..., "--out", help="directory for results.json, report.md and filtering.png"),
+    k: int = typer.Option(3, "-k", min=2, help="clusters (topics per tuple)"),
+    tuples: int = typer.Option(10, "--tuples", min=1, help="random topic tuples clustered"),
+    pages: int = typer.Option(100, "--pages", min=5, help="pages per topic"),
+    pairs: int = typer.Option(10, "--pairs", min=1, help="random topic pairs filtered"),
+    duplicate_pages: int = typer.Option(3000, "--duplicate-pages", min=10, help="pages compared for near-duplicates"),
+    seed: int = typer.Option(1, "--seed"),
+) -> None:
+    """The thesis's chapter 3 on the test web: base, restrictive and meta clustering, restrictive
+    classification's error against loss, near-duplicates against exact Jaccard. Prints results.json."""
+    try:
+        results = organise_study_on(testweb, topics, out, k, tuples, pages, pairs, duplicate_pages, seed)
+    except (*USER_ERRORS, OrganiseError, FileNotFoundError) as error:
+        _fail(str(error))
+    print(json.dumps(results, indent=2))
 
 
 topics_app = typer.Typer(help="Topic taxonomies from bookmarks or folders (BINGO! §2.3.2).", no_args_is_help=True)

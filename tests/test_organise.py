@@ -1,0 +1,135 @@
+"""Organising a collection (BINGO! thesis chapter 3): clusterers, purity-based meta mapping,
+meta functions, restrictive classification of a taxonomy, near-duplicates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from focuscrawl.organise.clustering import Clustering, OrganiseError, Vectors, cluster, restrict
+from focuscrawl.organise.duplicates import PERMUTATIONS, NearDuplicates, signature, similarity
+from focuscrawl.organise.filtering import MISCELLANEOUS, filter_taxonomy, kept
+from focuscrawl.organise.meta import combine, error_and_loss, meta_mapping, purity, unanimous_model, zero_loss
+
+TOPICS = {
+    "networking": "tcp socket packet router connection protocol port address network latency bandwidth",
+    "cooking": "recipe oven flour butter sugar bake dough knead bread pastry kitchen",
+    "astronomy": "telescope planet star galaxy orbit comet nebula observatory light year",
+}
+
+
+def _pages(per_topic: int = 30, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for label, words in enumerate(TOPICS.values()):
+        vocabulary = words.split()
+        for _ in range(per_topic):
+            texts.append(" ".join(rng.choice(vocabulary, 40)) + " the page of a site about things")
+            labels.append(label)
+    return texts, np.array(labels)
+
+
+def test_each_clusterer_recovers_well_separated_topics_and_restriction_dismisses_the_least_confident():
+    texts, truth = _pages()
+    vectors = Vectors.of(texts)
+    for method in ("kmeans", "iterative", "svd"):
+        found = cluster(vectors, 3, method, seed=1)
+        error, loss = error_and_loss(found.labels, truth)
+        assert loss == 0.0 and error <= 0.05, method
+    found = cluster(vectors, 3, "kmeans", seed=1)
+    restricted = restrict(found, loss=0.2)
+    dismissed = restricted.labels == -1
+    assert dismissed.sum() == 18 and found.confidence[dismissed].max() <= found.confidence[~dismissed].min()
+    assert (restrict(found, threshold=2.0).labels == -1).all()
+
+
+def test_bad_input_gets_one_line_errors():
+    vectors = Vectors.of(["one page only about sockets"])
+    with pytest.raises(OrganiseError, match=r"k = 3: give at least 2 clusters and at most one per page \(1 pages\)"):
+        cluster(vectors, 3)
+    with pytest.raises(OrganiseError, match="no pages to cluster"):
+        cluster(Vectors.of([]), 2)
+    with pytest.raises(OrganiseError, match="unknown clustering method 'dbscan'"):
+        cluster(Vectors.of(["sockets and ports", "flour and butter"]), 2, "dbscan")
+    with pytest.raises(OrganiseError, match="no words to cluster on"):
+        cluster(Vectors.of(["a b c", "d e f"]), 2)
+
+
+def test_purity_and_meta_mapping_on_two_clusterings_of_three_clusters():
+    # method 1's clusters: A = pages 0-9, B = 10-19, C = 20-29; method 2 labels the same groups
+    # 2, 0, 1, with pages 8-9 put in its cluster 0 (B's) and page 19 in its cluster 1 (C's)
+    first = np.repeat([0, 1, 2], 10)
+    second = np.repeat([2, 0, 1], 10)
+    second[[8, 9]] = 0
+    second[19] = 1
+    one, two = Clustering(first, np.ones(30), 3), Clustering(second, np.ones(30), 3)
+    # by hand, eq. 3.7 with the population variance: A's overlaps with method 2's clusters
+    # 0, 1, 2 are (2, 0, 8): var 104/9 over max 8 = 13/9
+    assert purity([2, 0, 8]) == pytest.approx(13 / 9)
+    # meta label 0: C (0, 10, 0) is the purest, 200/9 / 10 = 2.22 (B: 1.80; method 2's: 1.65, 2.02,
+    # 1.78), so C and method 2's cluster 1 take it; label 1: of what is left, B (9, 0) with 20.25/9
+    # = 2.25 beats A (2, 8) 1.125 and method 2's 0 (2, 9) 1.36 and 2 (8, 0) 2.0; A and 2 take label 2
+    mapping = meta_mapping([one, two])
+    assert mapping.maps[0] == {2: 0, 1: 1, 0: 2} and mapping.maps[1] == {1: 0, 0: 1, 2: 2}
+    results = mapping.results([one, two])
+    agreed = combine(results)  # unanimous
+    assert (agreed[results[0] != results[1]] == -1).all() and (agreed >= 0).sum() == 27
+    assert error_and_loss(agreed, first) == (0.0, pytest.approx(0.1))
+
+
+def test_the_unanimous_rule_loses_and_errs_as_eqs_3_10_and_3_11_say():
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 2, 40_000)
+    for p, methods in ((0.2, 3), (0.3, 2), (0.1, 5)):
+        results = np.array([np.where(rng.random(len(truth)) < p, 1 - truth, truth) for _ in range(methods)])
+        error, loss = error_and_loss(combine(results), truth)
+        expected_loss, expected_error = unanimous_model(p, 0.0, methods)  # independent methods: c = 0
+        assert loss == pytest.approx(expected_loss, abs=0.01) and error == pytest.approx(expected_error, abs=0.01)
+    assert unanimous_model(0.2, 0.0, 3) == pytest.approx((1 - 0.8 ** 3 - 0.2 ** 3, 0.2 ** 3 / (0.8 ** 3 + 0.2 ** 3)))
+    voted = combine(np.array([[0, 0, 1], [0, 1, 1], [1, 1, 1]]), t1=0)  # voting: the majority
+    assert voted.tolist() == [0, 1, 1]
+    binary = combine(np.array([[0, 0, 1], [0, 1, 1], [0, 1, 1]]), weights=[1, 1, 1], t1=2, t2=-2)  # eq. 3.9, k = 2
+    assert binary.tolist() == [0, -1, 1]
+
+
+def test_zero_loss_labels_the_dismissed_pages_with_an_svm_trained_on_the_kept_ones():
+    texts, truth = _pages()
+    vectors = Vectors.of(texts)
+    labels = truth.copy()
+    labels[::4] = -1
+    filled = zero_loss(vectors.matrix, labels)
+    assert (filled >= 0).all() and error_and_loss(filled, truth)[0] <= 0.05
+
+
+def test_restrictive_classification_moves_rejected_pages_to_the_parent_then_to_miscellaneous():
+    paths = {  # page -> [(topic, confidence)] from the root's child down
+        1: [("Science", 2.0), ("Science/Math", 1.5)],
+        2: [("Science", 1.4), ("Science/Math", 0.2)],  # not kept by Math, kept by Science
+        3: [("Science", 0.1), ("Science/Math", 0.3)],  # kept by neither
+        4: [("Arts", 0.05)],
+        5: [],  # rejected by the classifier at the root
+    }
+    assert filter_taxonomy(paths, factor=0.5) == {1: "Science/Math", 2: "Science", 3: MISCELLANEOUS,
+                                                   4: MISCELLANEOUS, 5: MISCELLANEOUS}
+    assert filter_taxonomy(paths) == {1: "Science/Math", 2: "Science/Math", 3: "Science/Math", 4: "Arts",
+                                      5: MISCELLANEOUS}
+    assert kept(np.array([0.9, 0.1, 0.5, 0.7, 0.3]), loss=0.4).tolist() == [True, False, True, True, False]
+    with pytest.raises(OrganiseError, match="loss 1.5"):
+        filter_taxonomy(paths, loss=1.5)
+
+
+def test_minhash_finds_an_edited_copy_and_not_an_unrelated_page():
+    rng = np.random.default_rng(3)
+    words = [f"word{i}" for i in range(400)]
+    original = " ".join(rng.choice(words, 600))
+    edited = original.split()
+    edited[100:103] = ["inserted", "sentence", "here"]  # a small edit: Jaccard of 4-word shingles ≈ 0.98
+    edited = " ".join(edited[:-10])
+    unrelated = " ".join(rng.choice(words, 600))  # the same words in another order
+    index = NearDuplicates()
+    assert index.add(1, signature(original)) == []
+    assert index.add(2, signature(unrelated)) == []
+    assert index.add(3, signature(edited)) == [1]
+    assert similarity(signature(original), signature(edited)) > 0.9 > 0.1 > similarity(signature(original), signature(unrelated))
+    assert index.groups([(1, 3), (3, 5), (7, 8)]) == [[1, 3, 5], [7, 8]]
+    assert signature("").tolist() == [0xFFFFFFFF] * PERMUTATIONS
