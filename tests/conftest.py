@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Union
 
@@ -90,3 +91,20 @@ def fast_config(**overrides):
 @pytest.fixture
 def make_config():
     return fast_config
+
+
+@pytest.fixture
+def critic_crawl(serve, make_config, tmp_path):
+    """A best-first crawl with a critic of a synthetic four-topic site, indexed, with the site."""
+    from focuscrawl.crawler import Crawler
+    from focuscrawl.search.indexing import index_crawl
+    from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+    site = build_site(pages=200, hosts=4, seed=3)
+    server = serve(make_app(site))
+    config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first", budget={"max_pages": 80},
+                          **make_config(seeds=["http://x/"]).model_dump(include={"politeness", "fetch"}))
+    directory = tmp_path / "crawl"
+    asyncio.run(Crawler.create(config, directory).run())
+    index_crawl(directory)  # link analysis for the authority order
+    return directory, site

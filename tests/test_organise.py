@@ -133,3 +133,69 @@ def test_minhash_finds_an_edited_copy_and_not_an_unrelated_page():
     assert similarity(signature(original), signature(edited)) > 0.9 > 0.1 > similarity(signature(original), signature(unrelated))
     assert index.groups([(1, 3), (3, 5), (7, 8)]) == [[1, 3, 5], [7, 8]]
     assert signature("").tolist() == [0xFFFFFFFF] * PERMUTATIONS
+
+
+def test_a_topic_is_split_into_suggested_subtopics_and_one_joins_a_taxonomy(critic_crawl, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from focuscrawl.organise.subtopics import accept, suggest
+    from focuscrawl.taxonomy import Node, load_tree, save_tree
+    from focuscrawl.topics import EXAMPLES_FILE
+
+    directory, site = critic_crawl
+    found = suggest(directory, "", k=2)
+    assert found["pages"] >= 20 and 1 <= len(found["clusters"]) <= 2  # a cluster the methods never agree on is left out
+    assert found["left_in_topic"] + sum(c["pages"] for c in found["clusters"]) == found["pages"]
+    for suggested in found["clusters"]:
+        assert suggested["terms"] and suggested["sentences"] and len(suggested["urls"]) == suggested["pages"]
+    taxonomy = tmp_path / "taxonomy"
+    taxonomy.mkdir()
+    save_tree(Node("Root", negatives=["http://other.test/"], children=[Node("Networking", positives=["http://x/"])]), taxonomy)
+    node = accept(directory, taxonomy, 1, "Part one", parent="Root/Networking")
+    tree = load_tree(taxonomy)
+    added = tree.children[0].children[0]
+    assert (added.name, sorted(added.positives)) == ("Part one", sorted(found["clusters"][0]["urls"])) == (node.name, node.positives)
+    cached = [json.loads(line) for line in (taxonomy / EXAMPLES_FILE).read_text().splitlines()]
+    assert {record["example"] for record in cached} == set(added.positives) and all(r["text"] for r in cached)
+
+    def focuscrawl(*args):
+        return subprocess.run([sys.executable, "-m", "focuscrawl", *map(str, args)], capture_output=True, text=True)
+
+    for args, message in ((("topics", "suggest", directory, "-k", "5000"), "k = 5000: give at least 2 clusters and at most one per page"),
+                          (("topics", "suggest", directory, "--topic", "Gardening"), "topic 'Gardening' has no accepted pages"),
+                          (("topics", "accept", directory, "--cluster", "9", "--name", "X", "--taxonomy", taxonomy,
+                            "--parent", "Root"), "--cluster 9: the suggestion has clusters 1"),
+                          (("topics", "accept", directory, "--cluster", "1", "--name", "Part one", "--taxonomy", taxonomy,
+                            "--parent", "Root/Networking"), "already has a subtopic 'Part one'")):
+        run = focuscrawl(*args)
+        assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_the_reviser_suggests_subtopics_over_the_api_and_in_its_page(critic_crawl):
+    import json
+    import re
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    directory, _ = critic_crawl
+    portal = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        base = next(found.group(1) for line in portal.stderr if (found := re.search(r"serving on (http://\S+)/", line)))
+        with urllib.request.urlopen(base + "/api/reviser/crawl/subtopics?k=2", timeout=60) as answer:
+            found = json.loads(answer.read())
+        assert found["crawl"] == "crawl" and found["k"] == 2 and found["clusters"][0]["terms"]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "/api/reviser/crawl/subtopics?topic=Gardening", timeout=60)
+        assert refused.value.code == 400 and "has no accepted pages" in json.loads(refused.value.read())["detail"]
+        with urllib.request.urlopen(base + "/reviser/crawl/subtopics?k=2", timeout=60) as answer:
+            page = answer.read().decode()
+        assert "Subtopics of the crawl" in page and found["clusters"][0]["terms"][0] in page
+        assert "Accept as a subtopic" not in page  # a one-topic crawl has no taxonomy to add to
+    finally:
+        portal.terminate()
+        portal.wait(10)

@@ -514,21 +514,6 @@ def test_search_commands_explain_a_missing_crawl_or_index_in_one_line(portal_cra
     assert {urllib.parse.urlsplit(hit["url"]).path for hit in json.loads(found.stdout)["results"]} == {"/a", "/evil", "/"}
 
 
-@pytest.fixture
-def critic_crawl(serve, make_config, tmp_path):
-    """A best-first crawl with a critic of a synthetic four-topic site, indexed, with the site."""
-    from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
-
-    site = build_site(pages=200, hosts=4, seed=3)
-    server = serve(make_app(site))
-    config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first", budget={"max_pages": 80},
-                          **make_config(seeds=["http://x/"]).model_dump(include={"politeness", "fetch"}))
-    directory = tmp_path / "crawl"
-    asyncio.run(Crawler.create(config, directory).run())
-    index_crawl(directory)  # link analysis for the authority order
-    return directory, site
-
-
 def test_the_reviser_estimates_precision_and_retrains_the_critic_with_the_labels(critic_crawl):
     from focuscrawl.crawler import crawl_critic
     from focuscrawl.corrections import NOT_RELEVANT, RELEVANT

@@ -36,6 +36,8 @@ from focuscrawl.graph import analyse, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.organise.clustering import OrganiseError
 from focuscrawl.organise.study import study as organise_study_on
+from focuscrawl.organise.subtopics import accept as accept_subtopic
+from focuscrawl.organise.subtopics import suggest as suggest_subtopics
 from focuscrawl.parse import DecodeError
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
 from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
@@ -490,6 +492,50 @@ def topics_import(
         _fail(str(error))
     print(render_tree(load_tree(out), model))
     print(out / "model.pkl")
+
+
+@topics_app.command("suggest")
+def topics_suggest(
+    crawl: Path = typer.Argument(..., help="a crawl directory"),
+    topic: str = typer.Option("", "--topic", help="a taxonomy crawl's topic path (none: a one-topic crawl's pages)"),
+    k: int = typer.Option(3, "-k", min=2, help="subtopics"),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Subtopics of a topic by restrictive meta clustering (BINGO! §3.1), each with its best terms
+    and sentences; saved in the crawl for 'topics accept'."""
+    try:
+        found = suggest_subtopics(crawl, topic, k, seed)
+    except (*USER_ERRORS, OrganiseError) as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps(found, indent=2))
+        return
+    print(f"{found['pages']} pages of {topic or 'the crawl'}; {found['left_in_topic']} stay in it (the methods disagree)")
+    for c in found["clusters"]:
+        print(f"\n{c['cluster']}. {c['pages']} pages: {', '.join(c['terms'])}")
+        for sentence in c["sentences"]:
+            print(f"   · {sentence[:200]}")
+    print(f"\naccept one: focuscrawl topics accept {crawl} --cluster N --name NAME --taxonomy DIR"
+          + (f" --topic {topic}" if topic else " --parent TOPIC"))
+
+
+@topics_app.command("accept")
+def topics_accept(
+    crawl: Path = typer.Argument(..., help="the crawl 'topics suggest' ran on"),
+    cluster_number: int = typer.Option(..., "--cluster", help="the suggested cluster's number"),
+    name: str = typer.Option(..., "--name", help="the new subtopic's name"),
+    taxonomy: Path = typer.Option(..., "--taxonomy", help="a folder written by 'topics import'"),
+    topic: str = typer.Option("", "--topic", help="the topic the suggestion split"),
+    parent: Optional[str] = typer.Option(None, "--parent", help="the node to add it under (default: --topic)"),
+) -> None:
+    """Add a suggested subtopic to a taxonomy, its pages as examples; then 'topics train' it."""
+    try:
+        node = accept_subtopic(crawl, taxonomy, cluster_number, name, topic, parent)
+    except (*USER_ERRORS, OrganiseError, TaxonomyError) as error:
+        _fail(str(error))
+    print(f"added {name!r} under {parent if parent is not None else topic} with {len(node.positives)} example pages;"
+          f" train it: focuscrawl topics train {taxonomy}")
 
 
 @topics_app.command("train")

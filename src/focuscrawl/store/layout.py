@@ -61,6 +61,11 @@ class CrawlDir:
         return self.path / "crawl.log"
 
     @property
+    def suggestions(self) -> Path:
+        """The last subtopics suggested for each topic (``focuscrawl topics suggest``)."""
+        return self.path / "subtopics.json"
+
+    @property
     def resume_output(self) -> Path:
         """What ``focuscrawl resume`` printed when the portal started it."""
         return self.path / "resume.out"

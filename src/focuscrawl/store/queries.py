@@ -87,6 +87,13 @@ class Queries:
         return dict(self.db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
                                " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (threshold, topic)))
 
+    def topic_pages(self, topic: str) -> list[tuple[int, str, str]]:
+        """(url id, URL, text) of the pages with text accepted into ``topic`` ("" for a crawl's one
+        topic), not duplicates."""
+        return self.db.execute(
+            "SELECT d.url_id, u.url, d.text FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance >= 0.5"
+            " AND COALESCE(d.topic, '') = ? AND d.text != '' AND d.duplicate_of IS NULL ORDER BY d.url_id", (topic,)).fetchall()
+
     def texts_by_score(self, count: int, best: bool = False, below: float = 1.0) -> list[str]:
         """The texts of the ``count`` judged pages scored lowest (or highest), of those scored at most ``below``."""
         order = "DESC" if best else "ASC"

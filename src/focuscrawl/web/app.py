@@ -32,10 +32,15 @@ from focuscrawl.corrections import RELEVANT
 from focuscrawl.exports import MEDIA_TYPES, text_chunks, write_parquet
 from focuscrawl.search import ATTRIBUTES, DEFAULT_WEIGHTS, PAGE_SIZE, QueryError, Search
 from focuscrawl.search.feedback import Personalisation
+from focuscrawl.config import load_config
 from focuscrawl.learn import MIN_INDICATORS, ModelError
+from focuscrawl.organise.clustering import OrganiseError
+from focuscrawl.organise.subtopics import accept as accept_subtopic
+from focuscrawl.organise.subtopics import suggest as suggest_subtopics
+from focuscrawl.taxonomy import TaxonomyError
 from focuscrawl.search.reviser import REVIEW_ORDERS, estimated_precision, feature_space, retrain, review_list
 from focuscrawl.search.seeds import find_seeds
-from focuscrawl.store import EXPORT_FIELDS, CrawlDirError, export_rows, open_index, read_only
+from focuscrawl.store import EXPORT_FIELDS, CrawlDir, CrawlDirError, export_rows, open_index, read_only
 from focuscrawl.web.dashboard import ControlError, dashboard_state, pause_crawl, resume_crawl, stop_crawl
 
 BAD_QUERY = {400: {"description": "the query, a weight or a date cannot be used (the reason in `detail`)"}}
@@ -108,6 +113,7 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     _feedback_routes(app, crawls, csrf)
     _reviser_routes(app, crawls, csrf)
     _feature_routes(app, crawls, csrf)
+    _subtopic_routes(app, crawls, csrf)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     return app
 
@@ -409,6 +415,49 @@ def _feature_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             "crawl": name, "topic": topic, "terms": terms, "error": error, "csrf": csrf, "min_indicators": MIN_INDICATORS,
             "excluded": sorted(engine.index.marks.excluded_terms()),
             "indicators": sorted(engine.index.marks.indicators().get(topic, set()))})
+
+
+def _subtopic_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+    """Subtopics suggested by restrictive meta clustering (BINGO! §3.1.6), in the reviser; a
+    taxonomy crawl's suggestion can be accepted into its own taxonomy folder."""
+
+    @app.get("/api/reviser/{crawl}/subtopics", responses={400: {"description": "the topic cannot be split so"}, **UNKNOWN})
+    async def api_subtopics(crawl: str, topic: str = "", k: int = Query(3, ge=2, le=20)) -> dict:
+        """A topic's pages ("" for a one-topic crawl's) split into k suggested subtopics, each with
+        its best terms, sentences and pages; pages the methods disagree on stay in the topic."""
+        name, _ = crawls.search(crawl)
+        try:
+            return {"crawl": name, **await asyncio.to_thread(suggest_subtopics, crawls.directories[name], topic, k)}
+        except OrganiseError as error:
+            raise HTTPException(400, str(error)) from None
+
+    @app.get("/reviser/{crawl}/subtopics", response_class=HTMLResponse, include_in_schema=False)
+    async def subtopics_page(request: Request, crawl: str, topic: str = "", k: int = 3, message: str = ""):
+        try:
+            found, error = await api_subtopics(crawl, topic, min(max(k, 2), 20)), None
+        except HTTPException as failure:
+            found, error = {"crawl": crawl, "clusters": []}, failure.detail
+        taxonomy = load_config(CrawlDir(crawls.directories[found["crawl"]]).config).topic.taxonomy
+        return TEMPLATES.TemplateResponse(request, "subtopics.html", {
+            **found, "topic": topic, "k": k, "error": error, "message": message, "csrf": csrf, "taxonomy": taxonomy})
+
+    @app.post("/reviser/{crawl}/subtopics/accept", include_in_schema=False)
+    async def accept_page(request: Request, crawl: str):
+        form = await request.form()
+        _check_csrf(str(form.get("csrf", "")), csrf)
+        name, _ = crawls.search(crawl)
+        directory, topic = crawls.directories[name], str(form.get("topic", ""))
+        taxonomy = load_config(CrawlDir(directory).config).topic.taxonomy
+        try:
+            if not taxonomy:
+                raise OrganiseError("a one-topic crawl has no taxonomy to add to: use focuscrawl topics accept --taxonomy DIR")
+            node = await asyncio.to_thread(accept_subtopic, directory, Path(taxonomy), int(form.get("cluster", 0)),
+                                           str(form.get("name", "")).strip() or "Subtopic", topic)
+            message = f"added {node.name!r} with {len(node.positives)} pages; train it: focuscrawl topics train {taxonomy}"
+        except (OrganiseError, TaxonomyError, ValueError) as error:
+            message = str(error)
+        return RedirectResponse(f"/reviser/{name}/subtopics?topic={urllib.parse.quote(topic)}&message="
+                                f"{urllib.parse.quote(message)}", status_code=303)
 
 
 async def _write_marks(request: Request, crawls: Crawls, csrf: str, crawl: str | None, act) -> str:
