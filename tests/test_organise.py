@@ -199,3 +199,42 @@ def test_the_reviser_suggests_subtopics_over_the_api_and_in_its_page(critic_craw
     finally:
         portal.terminate()
         portal.wait(10)
+
+
+def test_near_duplicates_of_a_crawl_are_grouped_and_folded_under_their_original_in_search(serve, make_config, tmp_path):
+    import asyncio
+    import json
+    import subprocess
+    import sys
+
+    from focuscrawl.crawler import Crawler
+    from focuscrawl.search import Search
+    from focuscrawl.store import open_index
+
+    rng = np.random.default_rng(5)
+    vocabulary = [f"term{i}" for i in range(300)]
+    handbook = " ".join(rng.choice(vocabulary, 500))
+    edited = handbook.split()
+    edited[40:42] = ["zeppelin", "manual"]
+    pages = {"/": "".join(f'<a href="/{name}">{name}</a> ' for name in ("v1", "v2", "other")),
+             "/v1": f"<title>Handbook v1</title><p>{handbook} zeppelin</p>",
+             "/v2": f"<title>Handbook v2</title><p>{' '.join(edited)}</p>",  # a new version: two words changed
+             "/other": f"<title>Other</title><p>{' '.join(rng.choice(vocabulary, 500))} zeppelin</p>"}
+    server = serve(pages)
+    directory = tmp_path / "crawl"
+    asyncio.run(Crawler.create(make_config(seeds=[server.url("/")], strategy="bfs"), directory).run())
+    before = Search(open_index(directory)).search("zeppelin")
+    assert len(before.hits) == 3
+    run = subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "duplicates", str(directory)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert (report["pages"], report["near_duplicates"], report["groups"]) == (4, 1, 1)
+    assert report["largest_groups"][0]["original"].endswith("/v1") and report["largest_groups"][0]["urls"][0].endswith("/v2")
+    after = Search(open_index(directory)).search("zeppelin")
+    shown = {hit["url"].rpartition("/")[2]: [d["url"].rpartition("/")[2] for d in hit["near_duplicates"]] for hit in after.hits}
+    assert len(after.hits) == 2 and after.total == 2
+    assert shown.get("v1", shown.get("v2")) in (["v2"], ["v1"]) and shown["other"] == []
+    again = json.loads(subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "duplicates", str(directory)],
+                                      capture_output=True, text=True).stdout)
+    assert again["pages_signed_now"] == 0 and again["near_duplicates"] == 1  # signatures are kept

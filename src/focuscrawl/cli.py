@@ -35,6 +35,7 @@ from focuscrawl.evaluate.report import write_report
 from focuscrawl.graph import analyse, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.organise.clustering import OrganiseError
+from focuscrawl.organise.duplicates import mark_near_duplicates
 from focuscrawl.organise.study import study as organise_study_on
 from focuscrawl.organise.subtopics import accept as accept_subtopic
 from focuscrawl.organise.subtopics import suggest as suggest_subtopics
@@ -427,6 +428,20 @@ def learners_compare(
 organise_app = typer.Typer(help="Organising a collection (BINGO! chapter 3): clusters, filtering, near-duplicates.",
                            no_args_is_help=True)
 app.add_typer(organise_app, name="organise")
+
+
+@organise_app.command("duplicates")
+def organise_duplicates(
+    crawl: Path = typer.Argument(..., help="a crawl directory (running or not)"),
+    shown: int = typer.Option(20, "--groups", min=0, help="largest groups listed"),
+) -> None:
+    """Near-duplicate pages (MinHash LSH over word shingles, Jaccard ≥ 0.8): signs the pages not
+    signed yet, groups them (search then folds each page under its group's earliest), prints JSON."""
+    try:
+        report = mark_near_duplicates(crawl, shown=shown)
+    except (*USER_ERRORS, sqlite3.Error) as error:
+        _fail(f"{crawl}: {error}")
+    print(json.dumps(report, indent=2))
 
 
 @organise_app.command("study")

@@ -57,9 +57,13 @@ class Search:
         ranked = self.ranked(text, weights, within, stems, topic, host, mime, since, until)
         first = (max(page, 1) - 1) * PAGE_SIZE
         shown = ranked[first:first + PAGE_SIZE] if page else ranked
-        details = self.index.details([hit["url_id"] for hit in shown])
-        return Results(text, page, len(ranked), weights,
-                       [{**details[hit["url_id"]], **hit} for hit in shown if hit["url_id"] in details])
+        details = self.index.details([hit["url_id"] for hit in shown]
+                                     + [folded for hit in shown for folded in hit["near_duplicates"]])
+        return Results(text, page, len(ranked), weights, [
+            {**details[hit["url_id"]], **hit, "near_duplicates": [
+                {key: details[folded][key] for key in ("url_id", "url", "title")}
+                for folded in hit["near_duplicates"] if folded in details]}
+            for hit in shown if hit["url_id"] in details])
 
     def ranked(self, text: str, weights: dict[str, float] | None = None, within: str | None = None,
                stems: bool = True, topic: str | None = None, host: str | None = None, mime: str | None = None,
@@ -74,7 +78,22 @@ class Search:
             raise QueryError(f"query {text!r} cannot be searched: {error}") from None
         if not stems:
             matches = self._with_surface_words(matches, parsed)
-        return self.rank(matches, checked_weights(weights))
+        return self._folded(self.rank(matches, checked_weights(weights)))
+
+    def _folded(self, ranked: list[dict]) -> list[dict]:
+        """Each group of near-duplicates (``focuscrawl organise duplicates``) shown once, at its
+        best-ranked page, the others folded under it (their url ids in ``near_duplicates``)."""
+        originals = self.index.near_duplicates.originals([hit["url_id"] for hit in ranked])
+        groups: dict[int, dict] = {}
+        kept = []
+        for hit in ranked:
+            group = originals.get(hit["url_id"], hit["url_id"])
+            if group in groups:
+                groups[group]["near_duplicates"].append(hit["url_id"])
+            else:
+                groups[group] = {**hit, "near_duplicates": []}
+                kept.append(groups[group])
+        return kept
 
     def rank(self, matches: list[tuple[int, float]], weights: dict[str, float]) -> list[dict]:
         """The candidates' url ids with their attributes and score, best first (eq. 4.1)."""

@@ -1,11 +1,12 @@
 """The store owns the crawl directory and every table of its database: the repository
 (fetches, documents, links, models, logs; :mod:`.repository`), the queries of the learning
-loops and the tools (:mod:`.queries`), the frontier's SQLite backend (:mod:`.frontier`) and the
+loops and the tools (:mod:`.queries`), the search index (:mod:`.search_index`), near-duplicate
+records (:mod:`.near_duplicates`), the frontier's SQLite backend (:mod:`.frontier`) and the
 file layout (:mod:`.layout`). Nothing else opens the database."""
 
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
-from focuscrawl.store.queries import Queries, meta_of, open_index, read_only
+from focuscrawl.store.queries import Queries, meta_of, open_index, open_near_duplicates, read_only
 from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, Repository, Store, WarcArchive, content_hash,
                                          crawl_status, export_rows, lock_directory, open_existing)
 from focuscrawl.store.search_index import SearchIndex
@@ -13,4 +14,5 @@ from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED, transactio
 
 __all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "Queries", "Repository",
            "SqliteFrontier", "Store", "WarcArchive", "content_hash", "crawl_status", "export_rows", "lock_directory",
-           "meta_of", "open_existing", "open_index", "SearchIndex", "read_only", "transaction", "upgrade_schema"]
+           "meta_of", "open_existing", "open_index", "open_near_duplicates", "SearchIndex", "read_only", "transaction",
+           "upgrade_schema"]

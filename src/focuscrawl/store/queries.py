@@ -17,6 +17,7 @@ import numpy as np
 
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.schema import QUEUED, SKIPPED
+from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA, NearDuplicateRecords
 from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
 from focuscrawl.store.sql import rows_in
 
@@ -41,6 +42,15 @@ def open_index(directory: Path, writable: bool = False) -> SearchIndex:
     db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
     db.executescript(SEARCH_SCHEMA)
     return SearchIndex(db)
+
+
+def open_near_duplicates(directory: Path) -> NearDuplicateRecords:
+    """A crawl's near-duplicate records, writable (waiting for a running crawl's commits)."""
+    if not CrawlDir(directory).exists():
+        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+    db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
+    db.executescript(NEAR_DUPLICATES_SCHEMA)
+    return NearDuplicateRecords(db)
 
 
 def meta_of(directory: Path) -> dict[str, str]:

@@ -7,6 +7,7 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
+from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA
 from focuscrawl.store.search_index import SEARCH_SCHEMA
 
 QUEUED, IN_FLIGHT, DONE, SKIPPED = 0, 1, 2, 3
@@ -146,6 +147,7 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     """Create what is missing: a new crawl's tables, or what an earlier version did not have."""
     db.executescript(SCHEMA)
     db.executescript(SEARCH_SCHEMA)
+    db.executescript(NEAR_DUPLICATES_SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
     added = _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
                                                        "parent_score": "REAL NOT NULL DEFAULT 0.0"})

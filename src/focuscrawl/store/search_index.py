@@ -23,6 +23,7 @@ import sqlite3
 import time
 from email.utils import parsedate_to_datetime
 
+from focuscrawl.store.near_duplicates import NearDuplicateRecords
 from focuscrawl.store.sql import rows_in
 
 SEARCH_SCHEMA = """
@@ -82,6 +83,7 @@ class SearchIndex:
         self.db = db
         self.marks = UserMarks(db)
         self.late = LateAnchors(db)
+        self.near_duplicates = NearDuplicateRecords(db)
 
     # -- keeping it current ---------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+"""Near-duplicate records of a crawl: each stored page's MinHash signature, and for each page
+that nearly repeats an earlier one (``focuscrawl.organise.duplicates``), that original. Search
+folds a near-duplicate under its original; identical texts are ``documents.duplicate_of``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+import numpy as np
+
+from focuscrawl.store.sql import rows_in
+
+NEAR_DUPLICATES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS page_signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS near_duplicates (  -- a page whose shingles nearly repeat an earlier page's
+    url_id INTEGER PRIMARY KEY,
+    original INTEGER NOT NULL,  -- the earliest fetched page of its group
+    similarity REAL NOT NULL  -- Jaccard, as the signatures estimate it
+);
+CREATE INDEX IF NOT EXISTS near_duplicates_original ON near_duplicates (original);
+"""
+
+
+class NearDuplicateRecords:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def unsigned(self, limit: int = 1000) -> list[tuple[int, str]]:
+        """(url id, text) of stored pages with text that have no signature yet, in fetch order."""
+        return self.db.execute(
+            "SELECT d.url_id, d.text FROM documents d WHERE d.text != '' AND d.duplicate_of IS NULL"
+            " AND NOT EXISTS (SELECT 1 FROM page_signatures s WHERE s.url_id = d.url_id) ORDER BY d.fetch_id LIMIT ?",
+            (limit,)).fetchall()
+
+    def add_signatures(self, rows: list[tuple[int, np.ndarray]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)",
+                            [(url_id, signature.tobytes()) for url_id, signature in rows])
+
+    def signatures(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Every page's signature, in fetch order (so a group's original comes first)."""
+        for url_id, blob in self.db.execute("SELECT s.url_id, s.signature FROM page_signatures s"
+                                            " JOIN documents d ON d.url_id = s.url_id ORDER BY d.fetch_id"):
+            yield url_id, np.frombuffer(blob, dtype=np.uint32)
+
+    def replace_groups(self, rows: list[tuple[int, int, float]]) -> None:
+        """(page, its original, similarity) of every near-duplicate, replacing the last ones."""
+        self.db.execute("DELETE FROM near_duplicates")
+        self.db.executemany("INSERT INTO near_duplicates (url_id, original, similarity) VALUES (?, ?, ?)", rows)
+
+    def originals(self, url_ids: list[int]) -> dict[int, int]:
+        """The original of each of these pages that is a near-duplicate (none in a crawl whose
+        near-duplicates were never looked for)."""
+        try:
+            return dict(rows_in(self.db, "SELECT url_id, original FROM near_duplicates WHERE url_id IN ({})", url_ids))
+        except sqlite3.OperationalError:  # a crawl made before near-duplicates, opened read-only
+            return {}
+
+    def groups(self, limit: int = 20) -> list[tuple[str, int, list[str]]]:
+        """The largest groups: (the original's URL, its near-duplicates, their URLs, at most 10)."""
+        found = []
+        for original, count in self.db.execute("SELECT original, COUNT(*) FROM near_duplicates GROUP BY original"
+                                               " ORDER BY COUNT(*) DESC, original LIMIT ?", (limit,)).fetchall():
+            urls = [url for (url,) in self.db.execute(
+                "SELECT u.url FROM near_duplicates n JOIN urls u ON u.id = n.url_id WHERE n.original = ?"
+                " ORDER BY n.url_id LIMIT 10", (original,))]
+            found.append((self.db.execute("SELECT url FROM urls WHERE id = ?", (original,)).fetchone()[0], count, urls))
+        return found
+
+    def counts(self) -> tuple[int, int, int]:
+        """(pages signed, near-duplicates, groups)."""
+        return (self.db.execute("SELECT COUNT(*) FROM page_signatures").fetchone()[0],
+                *self.db.execute("SELECT COUNT(*), COUNT(DISTINCT original) FROM near_duplicates").fetchone())
