@@ -238,3 +238,28 @@ def test_near_duplicates_of_a_crawl_are_grouped_and_folded_under_their_original_
     again = json.loads(subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "duplicates", str(directory)],
                                       capture_output=True, text=True).stdout)
     assert again["pages_signed_now"] == 0 and again["near_duplicates"] == 1  # signatures are kept
+
+
+def test_a_one_topic_crawl_is_filtered_by_its_critic_with_a_loss_bound(critic_crawl):
+    import json
+    import sqlite3
+    import subprocess
+    import sys
+
+    directory, _ = critic_crawl
+
+    def organise(*args):
+        return subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "filter", str(directory), *args],
+                              capture_output=True, text=True)
+
+    refused = organise()
+    assert refused.returncode == 2 and "give --loss" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    run = organise("--loss", "0.25", "--apply")
+    assert run.returncode == 0, run.stderr
+    figures = json.loads(run.stdout)["topics"]["the crawl's topic"]
+    assert figures["to_miscellaneous"] == round(0.25 * figures["pages"]) and figures["kept"] + figures["to_miscellaneous"] == figures["pages"]
+    with sqlite3.connect(directory / "crawl.db") as db:
+        lowest_kept, highest_dismissed = db.execute(
+            "SELECT MIN(CASE WHEN topic IS NULL THEN relevance END), MAX(CASE WHEN topic = 'Miscellaneous' THEN relevance END)"
+            " FROM documents WHERE relevance >= 0.5").fetchone()
+    assert highest_dismissed <= lowest_kept  # the least confident were dismissed

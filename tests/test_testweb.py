@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,19 @@ def test_a_crawl_with_a_taxonomy_records_topic_confidence_and_preview(small_web,
     assert sum(status["topics"].values()) == len(rows)
     last = json.loads((tmp_path / "crawl" / "harvest.jsonl").read_text().splitlines()[-1])
     assert last["topics"] == status["topics"]
+    db.close()
+    # restrictive classification of the crawl's taxonomy, bottom-up (BINGO! §3.2)
+    run = subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "filter", str(tmp_path / "crawl"), "--loss", "0.3",
+                          "--apply"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    leaf = report["topics"]["Docs/Databases/PostgreSQL"]
+    assert leaf["kept"] == leaf["pages"] - round(0.3 * leaf["pages"]) and leaf["to_parent"] + leaf["to_miscellaneous"] > 0
+    assert set(report["estimated_error"]) >= {"Docs/Databases/PostgreSQL", "Docs/Security"}
+    assert all(e["error"] <= e["error_at_loss_0"] + 0.2 for e in report["estimated_error"].values())
+    with closing(sqlite3.connect(tmp_path / "crawl" / "crawl.db")) as db:
+        topics = dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic"))
+    assert topics.get("Docs/Databases/PostgreSQL") == leaf["kept"] and topics.get("Miscellaneous", 0) >= leaf["to_miscellaneous"]
 
 
 def test_the_readmes_demo_crawls_best_first_next_to_breadth_first(small_web, tmp_path):

@@ -36,6 +36,7 @@ from focuscrawl.graph import analyse, save_scores
 from focuscrawl.learn import LEARNERS, ModelError
 from focuscrawl.organise.clustering import OrganiseError
 from focuscrawl.organise.duplicates import mark_near_duplicates
+from focuscrawl.organise.filtering import filter_crawl
 from focuscrawl.organise.study import study as organise_study_on
 from focuscrawl.organise.subtopics import accept as accept_subtopic
 from focuscrawl.organise.subtopics import suggest as suggest_subtopics
@@ -428,6 +429,23 @@ def learners_compare(
 organise_app = typer.Typer(help="Organising a collection (BINGO! chapter 3): clusters, filtering, near-duplicates.",
                            no_args_is_help=True)
 app.add_typer(organise_app, name="organise")
+
+
+@organise_app.command("filter")
+def organise_filter(
+    crawl: Path = typer.Argument(..., help="a crawl directory (not running)"),
+    loss: Optional[float] = typer.Option(None, "--loss", min=0, max=0.99, help="share of each topic's pages to dismiss"),
+    factor: Optional[float] = typer.Option(None, "--factor", help="keep pages whose confidence exceeds this times the training mean"),
+    apply: bool = typer.Option(False, "--apply", help="write the new topics into the crawl (search and export see them)"),
+    leave_one_out: bool = typer.Option(False, "--leave-one-out", help="estimate the error by leave-one-out, not 4-fold"),
+) -> None:
+    """Restrictive classification (BINGO! §3.2): each topic keeps the pages its classifier is sure
+    of, bottom-up; the rest go to the parent topic, and from the root to Miscellaneous. Prints JSON."""
+    try:
+        report = filter_crawl(crawl, loss, factor, apply, None if leave_one_out else 4)
+    except (*USER_ERRORS, OrganiseError) as error:
+        _fail(str(error))
+    print(json.dumps(report, indent=2))
 
 
 @organise_app.command("duplicates")

@@ -5,12 +5,17 @@ and one the root does not keep to "Miscellaneous"."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from sklearn.model_selection import LeaveOneOut, StratifiedKFold
 from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
 
-from focuscrawl.organise.clustering import OrganiseError
+from focuscrawl.crawler import crawl_critic
+from focuscrawl.organise.clustering import OrganiseError, Vectors
+from focuscrawl.store import Store
+from focuscrawl.taxonomy import Node, TaxonomyModel
 
 MISCELLANEOUS = "Miscellaneous"
 
@@ -72,3 +77,67 @@ def error_loss_curve(matrix, labels: np.ndarray, losses: list[float], folds: int
         keep = kept(np.abs(distance), loss)
         points.append({"loss": round(float(1 - keep.mean()), 4), "error": round(float(wrong[keep].mean()), 4)})
     return points
+
+
+def filter_crawl(directory: Path, loss: float | None = None, factor: float | None = None, apply: bool = False,
+                 folds: int | None = 4) -> dict:
+    """Restrictive classification of a crawl's accepted pages with its own critic: a taxonomy
+    bottom-up (:func:`filter_taxonomy`), a one-topic critic's pages by their score (those it
+    does not keep are Miscellaneous). Reports per topic the pages kept and moved, and the error
+    at loss 0 and at this loss estimated on the critic's training examples (``folds``-fold
+    cross-validation; None: leave-one-out); ``apply`` writes the new topics into the crawl."""
+    if loss is None and factor is None:
+        raise OrganiseError("give --loss (a share of the pages to dismiss) or --factor (of the training confidence)")
+    critic = crawl_critic(directory)
+    if critic is None:
+        raise OrganiseError(f"{directory}: this crawl has no critic to filter with")
+    store = Store(directory, warc=False)  # takes the crawl's lock: not while it is crawled
+    try:
+        pages = store.queries.accepted_pages()
+        if isinstance(critic, TaxonomyModel):
+            paths = {url_id: critic.assign(text).path for url_id, _, text in pages}
+        else:  # one topic: its score, over the decision boundary, is the confidence
+            paths = {url_id: [("", relevance)] for url_id, relevance, _ in pages}
+        placed = filter_taxonomy(paths, loss, factor)
+        moves: dict[str, dict[str, int]] = {}
+        for url_id, path in paths.items():
+            before = path[-1][0] if path else MISCELLANEOUS
+            figures = moves.setdefault(before or "the crawl's topic", {"pages": 0, "kept": 0, "to_parent": 0, "to_miscellaneous": 0})
+            figures["pages"] += 1
+            after = placed[url_id]
+            figures["kept" if after == before else "to_miscellaneous" if after == MISCELLANEOUS else "to_parent"] += 1
+        if apply:
+            judged = {url_id: (relevance, topic, confidence) for url_id, relevance, topic, confidence
+                      in store.queries.judged_topics()}
+            with store.transaction():
+                store.queries.set_judgements([(judged[url_id][0], topic or None, judged[url_id][2], url_id)
+                                              for url_id, topic in placed.items() if topic != (judged[url_id][1] or "")])
+        return {"loss": loss, "factor": factor, "pages": len(paths), "applied": apply, "topics": moves,
+                "estimated_error": estimated_errors(critic, loss or 0.0, folds)}
+    finally:
+        store.close()
+
+
+def estimated_errors(critic, loss: float, folds: int | None) -> dict[str, dict[str, float]]:
+    """Per topic, the error of deciding its training examples from its siblings' (a one-topic
+    critic: its positives from its negatives), at loss 0 and at ``loss``, cross-validated."""
+    if isinstance(critic, TaxonomyModel):
+        root, texts = Node.from_dict(critic.tree_), critic.examples_
+        sets = []
+        for path, node in root.walk():
+            for child in node.children:
+                others = [e for sibling in node.children if sibling is not child for e in sibling.positives]
+                others += node.negatives if node is root else []
+                sets.append((f"{path}/{child.name}", [texts[e] for e in child.positives if e in texts],
+                             [texts[e] for e in others if e in texts]))
+    else:
+        sets = [("the crawl's topic", *critic.examples_)]
+    found = {}
+    for topic, positives, negatives in sets:
+        if min(len(positives), len(negatives)) < (folds or 2):
+            continue  # too few examples to cross-validate
+        matrix = Vectors.of(positives + negatives).matrix
+        labels = np.array([1] * len(positives) + [0] * len(negatives))
+        points = error_loss_curve(matrix, labels, [0.0, loss], folds)
+        found[topic] = {"error_at_loss_0": points[0]["error"], "error": points[1]["error"], "loss": points[1]["loss"]}
+    return found

@@ -97,6 +97,15 @@ class Queries:
         return dict(self.db.execute("SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
                                " WHERE relevance >= ? AND COALESCE(topic, '') = ?", (threshold, topic)))
 
+    def accepted_pages(self) -> list[tuple[int, float, str]]:
+        """(url id, the critic's score, text) of every accepted page with text, not a duplicate."""
+        return self.db.execute("SELECT url_id, relevance, text FROM documents WHERE relevance >= 0.5 AND text != ''"
+                               " AND duplicate_of IS NULL ORDER BY url_id").fetchall()
+
+    def judged_topics(self) -> list[tuple[int, float, str | None, float | None]]:
+        """(url id, the critic's score, topic, confidence) of every judged page."""
+        return self.db.execute("SELECT url_id, relevance, topic, confidence FROM documents WHERE relevance IS NOT NULL").fetchall()
+
     def topic_pages(self, topic: str) -> list[tuple[int, str, str]]:
         """(url id, URL, text) of the pages with text accepted into ``topic`` ("" for a crawl's one
         topic), not duplicates."""
