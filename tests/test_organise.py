@@ -132,7 +132,7 @@ def test_minhash_finds_an_edited_copy_and_not_an_unrelated_page():
     assert index.add(3, signature(edited)) == [1]
     assert similarity(signature(original), signature(edited)) > 0.9 > 0.1 > similarity(signature(original), signature(unrelated))
     assert index.groups([(1, 3), (3, 5), (7, 8)]) == [[1, 3, 5], [7, 8]]
-    assert signature("").tolist() == [0xFFFFFFFF] * PERMUTATIONS
+    assert signature("") is None and signature("too short") is None and len(signature("four words are enough")) == PERMUTATIONS
 
 
 def test_a_topic_is_split_into_suggested_subtopics_and_one_joins_a_taxonomy(critic_crawl, tmp_path):
@@ -263,3 +263,32 @@ def test_a_one_topic_crawl_is_filtered_by_its_critic_with_a_loss_bound(critic_cr
             "SELECT MIN(CASE WHEN topic IS NULL THEN relevance END), MAX(CASE WHEN topic = 'Miscellaneous' THEN relevance END)"
             " FROM documents WHERE relevance >= 0.5").fetchone()
     assert highest_dismissed <= lowest_kept  # the least confident were dismissed
+
+
+def test_a_crawl_does_not_expand_a_page_that_nearly_repeats_one_it_stored(serve, make_config, tmp_path):
+    import asyncio
+    import sqlite3
+
+    from focuscrawl.crawler import Crawler
+
+    rng = np.random.default_rng(9)
+    text = " ".join(rng.choice([f"term{i}" for i in range(300)], 500))
+    changed = text.split()
+    changed[10:12] = ["revised", "wording"]
+    pages = {"/": '<a href="/v1">v1</a> <a href="/v2">v2</a>',
+             "/v1": f'<p>{text}</p><a href="/v1/more">more</a>',
+             "/v2": f'<p>{" ".join(changed)}</p><a href="/v2/more">more</a>',  # fetched after /v1 (breadth-first, in order)
+             "/v1/more": "<p>the first copy's own page</p>", "/v2/more": "<p>the second copy's own page</p>"}
+    server = serve(pages)
+    directory = tmp_path / "crawl"
+    config = make_config(seeds=[server.url("/")], strategy="bfs", store={"near_duplicates": True},
+                         fetch={"concurrency": 1})
+    asyncio.run(Crawler.create(config, directory).run())
+    with sqlite3.connect(directory / "crawl.db") as db:
+        fetched = {url.rpartition(":")[2].partition("/")[2] for (url,) in db.execute("SELECT url FROM fetches")}
+        near = db.execute("SELECT u.url, o.url, n.similarity FROM near_duplicates n JOIN urls u ON u.id = n.url_id"
+                          " JOIN urls o ON o.id = n.original").fetchall()
+        signed = db.execute("SELECT COUNT(*) FROM page_signatures").fetchone()[0]
+    assert "v1/more" in fetched and "v2/more" not in fetched  # the near copy was kept, its links not followed
+    assert [(a.rpartition("/")[2], b.rpartition("/")[2]) for a, b, _ in near] == [("v2", "v1")] and near[0][2] >= 0.8
+    assert signed == 3  # every stored page with a shingle of text: /v1, /v2, /v1/more ("/" has two words)

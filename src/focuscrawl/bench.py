@@ -117,7 +117,8 @@ def _crawl(config_path: Path, out: Path) -> tuple[resource.struct_rusage, float,
 
 
 def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strategy: str = "best-first",
-          hosts: int = 8, directory: Path | None = None, processes: int | None = None, order: str | None = None) -> dict:
+          hosts: int = 8, directory: Path | None = None, processes: int | None = None, order: str | None = None,
+          near_duplicates: bool = False) -> dict:
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
@@ -125,13 +126,15 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         if testweb:
             topics = yaml.safe_load((Path(testweb) / "topics.yml").read_text())["topics"]
             name, topic = next(iter(topics.items()))
-            data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes}}, pages, server.host_map,
+            data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes},
+                                        "store": {"near_duplicates": near_duplicates}}, pages, server.host_map,
                                 None, concurrency, order)
             config = validate_config(data, f"bench on topic {name}")
         else:
             config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
                                   budget={"max_pages": pages}, politeness={"min_interval": 0.0},
                                   fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes},
+                                  store={"near_duplicates": near_duplicates},
                                   **({"frontier": {"order": order}} if order else {}))
         dump_config(config, work / "bench.yml")
         out = work / "crawl"

@@ -257,11 +257,12 @@ def bench_command(
     processes: Optional[int] = typer.Option(None, "--processes", min=1, help="processes sharing the per-page work"
                                              " (fetch.processes; default: one per core)"),
     order: Optional[str] = typer.Option(None, "--order", help="frontier.order (default: the crawl default, band)"),
+    near_duplicates: bool = typer.Option(False, "--near-duplicates", help="with store.near_duplicates"),
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),
 ) -> None:
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
     try:
-        result = bench(pages, testweb, concurrency, strategy, hosts, out, processes, order)
+        result = bench(pages, testweb, concurrency, strategy, hosts, out, processes, order, near_duplicates)
     except USER_ERRORS as error:
         _fail(str(error))
     print(json.dumps(result, indent=2 if as_json else None))
@@ -453,7 +454,7 @@ def organise_duplicates(
     crawl: Path = typer.Argument(..., help="a crawl directory (running or not)"),
     shown: int = typer.Option(20, "--groups", min=0, help="largest groups listed"),
 ) -> None:
-    """Near-duplicate pages (MinHash LSH over word shingles, Jaccard ≥ 0.8): signs the pages not
+    """Near-duplicate pages (signatures of word shingles and LSH, Jaccard ≥ 0.8): signs the pages not
     signed yet, groups them (search then folds each page under its group's earliest), prints JSON."""
     try:
         report = mark_near_duplicates(crawl, shown=shown)

@@ -219,7 +219,9 @@ class StoreSettings(_Section):
                                                    " committed is still in flight, fetched again after a kill")
     commit_seconds: float = Field(1.0, gt=0, description="commit at least this often while pages are handled")
     search_index: bool = Field(True, description="index each stored page for `focuscrawl serve` in its own transaction;"
-                                                 " anchor texts of links found later within 1 % of the crawl's time")
+                                                 " anchor texts of links found later every second")
+    near_duplicates: bool = Field(False, description="sign each page (where it is judged) and do not expand a page"
+                                                     " whose text nearly repeats one stored before (Jaccard >= 0.8)")
 
 
 class CrawlConfig(_Section):

@@ -17,9 +17,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+import numpy as np
+
 from focuscrawl.apprentice import LinkWindows, page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
+from focuscrawl.organise.duplicates import signature
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.text import WORDS, Analyzer, stopword_score, word_counts
 
@@ -36,6 +39,7 @@ class Judged:
     refresh: str | None = None  # a <meta> refresh: "this page has moved"
     judgement: Judgement | None = None
     language_score: int | None = None
+    signature: np.ndarray | None = None  # of the text, for near-duplicates (store.near_duplicates)
     parse_seconds: float = 0.0  # CPU time of the two stages, in whichever process did them
     classify_seconds: float = 0.0
 
@@ -50,6 +54,7 @@ class Judge:
         self.analyzer = Analyzer(config.text.language, config.text.stem) if apprentice else None
         self.d_max = config.apprentice.d_max
         self.keep_leaves = config.focus.link_context is not None
+        self.sign = config.store.near_duplicates
 
     def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
         started = time.perf_counter()
@@ -72,6 +77,8 @@ class Judge:
             if self.analyzer is not None:
                 page_link_windows(self.analyzer, page, self.d_max)
             judged.judgement = self.critic.judge(page)
+        if self.sign:
+            judged.signature = signature(page.text)
         self._keep_what_the_crawl_needs(page)
         judged.classify_seconds = time.perf_counter() - parsed
         return judged

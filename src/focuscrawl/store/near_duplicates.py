@@ -1,4 +1,4 @@
-"""Near-duplicate records of a crawl: each stored page's MinHash signature, and for each page
+"""Near-duplicate records of a crawl: each stored page's signature of its shingles, and for each page
 that nearly repeats an earlier one (``focuscrawl.organise.duplicates``), that original. Search
 folds a near-duplicate under its original; identical texts are ``documents.duplicate_of``."""
 
@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS near_duplicates (  -- a page whose shingles nearly re
     similarity REAL NOT NULL  -- Jaccard, as the signatures estimate it
 );
 CREATE INDEX IF NOT EXISTS near_duplicates_original ON near_duplicates (original);
+CREATE TABLE IF NOT EXISTS signature_bands (band INTEGER NOT NULL, url_id INTEGER NOT NULL);  -- a crawl's LSH buckets
+CREATE INDEX IF NOT EXISTS signature_bands_band ON signature_bands (band);
 """
 
 
@@ -36,6 +38,20 @@ class NearDuplicateRecords:
     def add_signatures(self, rows: list[tuple[int, np.ndarray]]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)",
                             [(url_id, signature.tobytes()) for url_id, signature in rows])
+
+    def candidates(self, bands: list[int]) -> list[tuple[int, np.ndarray]]:
+        """(url id, signature) of the pages a running crawl signed that share one of these bands."""
+        return [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
+            "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
+            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))", bands)]
+
+    def record(self, url_id: int, signature: np.ndarray, bands: list[int], original: int | None, similarity: float) -> None:
+        """A page a running crawl signed, its bands, and the earlier page it nearly repeats."""
+        self.db.execute("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)", (url_id, signature.tobytes()))
+        self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)", [(band, url_id) for band in bands])
+        if original is not None:
+            self.db.execute("INSERT OR REPLACE INTO near_duplicates (url_id, original, similarity) VALUES (?, ?, ?)",
+                            (url_id, original, similarity))
 
     def signatures(self) -> Iterator[tuple[int, np.ndarray]]:
         """Every page's signature, in fetch order (so a group's original comes first)."""
