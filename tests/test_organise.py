@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from focuscrawl.organise.clustering import Clustering, OrganiseError, Vectors, cluster, restrict
-from focuscrawl.organise.duplicates import PERMUTATIONS, NearDuplicates, signature, similarity
+from focuscrawl.organise.duplicates import NearDuplicates
 from focuscrawl.organise.filtering import MISCELLANEOUS, filter_taxonomy, kept
 from focuscrawl.organise.meta import combine, error_and_loss, meta_mapping, purity, unanimous_model, zero_loss
+from focuscrawl.text import SIGNATURE_BINS, signature, similarity
 
 TOPICS = {
     "networking": "tcp socket packet router connection protocol port address network latency bandwidth",
@@ -132,7 +133,7 @@ def test_minhash_finds_an_edited_copy_and_not_an_unrelated_page():
     assert index.add(3, signature(edited)) == [1]
     assert similarity(signature(original), signature(edited)) > 0.9 > 0.1 > similarity(signature(original), signature(unrelated))
     assert index.groups([(1, 3), (3, 5), (7, 8)]) == [[1, 3, 5], [7, 8]]
-    assert signature("") is None and signature("too short") is None and len(signature("four words are enough")) == PERMUTATIONS
+    assert signature("") is None and signature("too short") is None and len(signature("four words are enough")) == SIGNATURE_BINS
 
 
 def test_a_topic_is_split_into_suggested_subtopics_and_one_joins_a_taxonomy(critic_crawl, tmp_path):

@@ -22,9 +22,8 @@ import numpy as np
 from focuscrawl.apprentice import LinkWindows, page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
-from focuscrawl.organise.duplicates import signature
 from focuscrawl.parse import DecodeError, Page, parse_html
-from focuscrawl.text import WORDS, Analyzer, stopword_score, word_counts
+from focuscrawl.text import WORDS, Analyzer, signature, stopword_score, word_counts
 
 log = logging.getLogger(__name__)
 

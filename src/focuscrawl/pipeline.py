@@ -21,7 +21,6 @@ from focuscrawl.focus import Adaptation, Focus, page_class, path_class, with_lin
 from focuscrawl.frontier import Discovered, Frontier, Item, own_priority
 from focuscrawl.judging import Judge, Judged, JudgePool
 from focuscrawl.learn import Critic, Judgement
-from focuscrawl.organise.duplicates import nearest, stored_bands
 from focuscrawl.parse import Page
 from focuscrawl.progress import Progress
 from focuscrawl.store import Repository, content_hash
@@ -91,8 +90,7 @@ class PagePipeline:
                 relevance = judgement.relevance if judgement is not None else None
         near = judged.signature is not None and not duplicate_of
         if near:  # a page that nearly repeats one stored before is kept, not expanded
-            bands = stored_bands(judged.signature)
-            original, similar = nearest(judged.signature, self.store.search.near_duplicates.candidates(bands))
+            original, similar = self.store.search.near_duplicates.original_of(judged.signature)
             follow = follow and original is None
         with self.store.transaction():
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
@@ -108,7 +106,7 @@ class PagePipeline:
                     self.store.search.index(item.url_id)
                     self.stage_seconds["index"] += time.perf_counter() - indexing
                 if near:
-                    self.store.search.near_duplicates.record(item.url_id, judged.signature, bands, original, similar)
+                    self.store.search.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
                     self._queue_links(item, page, relevance, judgement)
             self.frontier.finish(item, response.error if response.refused else None)

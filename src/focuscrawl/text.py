@@ -5,6 +5,7 @@ feature selection by Mutual Information or Information Gain (thesis §2.2.1, §2
 from __future__ import annotations
 
 import re
+import zlib
 from collections import Counter
 from collections.abc import Mapping
 from functools import lru_cache
@@ -362,3 +363,68 @@ def topic_preview(leaves: list[str], weights: dict[str, float], analyzer: Analyz
     scored = [(float(score), i) for i, score in enumerate(sums)]
     best = sorted(i for score, i in sorted(scored, reverse=True)[:sentences] if score > 0)
     return " … ".join(candidates[i] for i in best)
+
+
+# -- near-duplicate signatures -------------------------------------------------------------
+# A signature of a page's word shingles estimates the Jaccard similarity of two pages (Broder
+# 1997). Ours, not datasketch's: datasketch hashes each shingle with SHA-1 in Python and applies
+# every hash function to every shingle (1.9 ms for a 2 000-word page). Here a page's words are
+# hashed once (CRC-32), shingles are combined from those hashes with array arithmetic, and the
+# signature is one permutation hashing (Li, Owen & Zhang 2012): the shingles' hashes, sorted,
+# fall into 256 bins by their top 8 bits and each bin keeps its least value; an empty bin
+# borrows the next filled bin's value, marked by the distance (rotation densification,
+# Shrivastava & Li 2014). Two pages agree on a bin with probability their Jaccard similarity,
+# as with 256 MinHash functions, at the cost of one sort (the words take most of the time).
+
+SHINGLE = 4  # words per shingle
+SIGNATURE_BINS = 256  # 128 left the precision at 0.946–0.957 on the test web
+NEAR_DUPLICATE = 0.8  # Jaccard similarity of near-duplicates
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+def shingle_hashes(text: str) -> np.ndarray:
+    """32-bit hashes of the text's word shingles (none if it has fewer words than a shingle)."""
+    words = np.fromiter(map(zlib.crc32, map(str.encode, tokens(text.lower()))), np.uint64)
+    if len(words) < SHINGLE:
+        return np.zeros(0, dtype=np.uint32)
+    mixed = words[3:].copy()
+    for offset, factor in enumerate(_MIX):
+        mixed ^= words[offset:len(words) - SHINGLE + 1 + offset] * factor
+    return (mixed >> np.uint64(32)).astype(np.uint32)
+
+
+def signature(text: str) -> np.ndarray | None:
+    """The page's signature: in each of 256 bins of its shingles' hashes, the least (its low 24
+    bits). None for a text shorter than a shingle: such pages are nobody's near-duplicates."""
+    shingles = shingle_hashes(text)
+    if len(shingles) == 0:
+        return None
+    hashed = shingles * np.uint32(0x9E3779B1)  # odd: a permutation of 2^32, so bins are not the shingles' own bits
+    hashed ^= hashed >> np.uint32(16)
+    hashed.sort()
+    bins = np.arange(SIGNATURE_BINS, dtype=np.uint32)
+    first = hashed[np.minimum(np.searchsorted(hashed, bins.astype(np.uint64) << 24), len(hashed) - 1)]
+    filled = (first >> np.uint32(24)) == bins
+    found = np.where(filled, first & np.uint32(0xFFFFFF), np.uint32(0xFFFFFFFF))
+    if not filled.all():  # rotation densification: the next filled bin's value, marked by how far it is
+        full = np.flatnonzero(filled)
+        following = full[np.searchsorted(full, bins) % len(full)]
+        distance = ((following - bins.astype(np.int64)) % SIGNATURE_BINS).astype(np.uint32)
+        found = np.where(filled, found, found[following] + (distance << np.uint32(24)))
+    return found
+
+
+def similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """The Jaccard similarity of two pages' shingles, as their signatures estimate it."""
+    return float(np.mean(a == b))
+
+
+def nearest(signature: np.ndarray, candidates: list[tuple[int, np.ndarray]],
+            threshold: float = NEAR_DUPLICATE) -> tuple[int | None, float]:
+    """The candidate the page nearly repeats (the most similar, at least ``threshold``), if any."""
+    best, best_similarity = None, 0.0
+    for url_id, other in candidates:
+        found = similarity(signature, other)
+        if found >= threshold and found > best_similarity:
+            best, best_similarity = url_id, found
+    return best, best_similarity

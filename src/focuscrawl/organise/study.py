@@ -23,11 +23,12 @@ from scipy import sparse
 
 from focuscrawl.evaluate.harness import read_topics
 from focuscrawl.organise.clustering import METHODS, Vectors, cluster, restrict
-from focuscrawl.organise.duplicates import THRESHOLD, NearDuplicates, shingle_hashes, signature
+from focuscrawl.organise.duplicates import NearDuplicates
 from focuscrawl.organise.filtering import error_loss_curve
 from focuscrawl.organise.meta import combine, error_and_loss, meta_mapping, zero_loss
 from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.text import NEAR_DUPLICATE, shingle_hashes, signature
 from focuscrawl.topics import read_file_text
 
 LOSSES = [round(0.1 * i, 1) for i in range(10)]
@@ -119,7 +120,7 @@ def duplicates_study(webmap: WebMap, truth: Truth, count: int, rng: random.Rando
     for key, text in enumerate(texts):
         found.update((other, key) for other in index.add(key, signature(text)))
     ms_per_page = 1000 * (time.perf_counter() - started) / len(texts)
-    exact = exact_pairs([np.unique(shingle_hashes(text)) for text in texts], THRESHOLD)
+    exact = exact_pairs([np.unique(shingle_hashes(text)) for text in texts], NEAR_DUPLICATE)
     both = len(found & exact)
     return {"pages": len(texts), "exact_pairs": len(exact), "found_pairs": len(found),
             "precision": round(both / len(found), 4) if found else None,

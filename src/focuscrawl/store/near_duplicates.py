@@ -5,11 +5,13 @@ folds a near-duplicate under its original; identical texts are ``documents.dupli
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Iterator
 
 import numpy as np
 
 from focuscrawl.store.sql import rows_in
+from focuscrawl.text import nearest
 
 NEAR_DUPLICATES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS page_signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
@@ -22,6 +24,15 @@ CREATE INDEX IF NOT EXISTS near_duplicates_original ON near_duplicates (original
 CREATE TABLE IF NOT EXISTS signature_bands (band INTEGER NOT NULL, url_id INTEGER NOT NULL);  -- a crawl's LSH buckets
 CREATE INDEX IF NOT EXISTS signature_bands_band ON signature_bands (band);
 """
+
+
+STORED_BANDS = 32  # a crawl's buckets, of 8 values each: few rows per page (a pair at Jaccard 0.8 shares one: P = 0.997)
+
+
+def stored_bands(signature: np.ndarray) -> list[int]:
+    """The signature's bands as a running crawl stores them: band number and CRC-32 of its values."""
+    rows = len(signature) // STORED_BANDS
+    return [band << 32 | zlib.crc32(signature[band * rows:(band + 1) * rows].tobytes()) for band in range(STORED_BANDS)]
 
 
 class NearDuplicateRecords:
@@ -39,16 +50,19 @@ class NearDuplicateRecords:
         self.db.executemany("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)",
                             [(url_id, signature.tobytes()) for url_id, signature in rows])
 
-    def candidates(self, bands: list[int]) -> list[tuple[int, np.ndarray]]:
-        """(url id, signature) of the pages a running crawl signed that share one of these bands."""
-        return [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
+    def original_of(self, signature: np.ndarray) -> tuple[int | None, float]:
+        """The page a running crawl signed before that this one nearly repeats (the most
+        similar), if any, with the similarity: candidates share a stored band."""
+        bands = stored_bands(signature)
+        return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
             "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
-            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))", bands)]
+            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))", bands)])
 
-    def record(self, url_id: int, signature: np.ndarray, bands: list[int], original: int | None, similarity: float) -> None:
+    def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None:
         """A page a running crawl signed, its bands, and the earlier page it nearly repeats."""
         self.db.execute("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)", (url_id, signature.tobytes()))
-        self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)", [(band, url_id) for band in bands])
+        self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)",
+                            [(band, url_id) for band in stored_bands(signature)])
         if original is not None:
             self.db.execute("INSERT OR REPLACE INTO near_duplicates (url_id, original, similarity) VALUES (?, ?, ?)",
                             (url_id, original, similarity))
