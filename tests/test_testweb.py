@@ -309,7 +309,8 @@ def test_organise_study_reproduces_chapter_3s_experiments_on_the_web(small_web, 
     assert 0 < clustering["meta"]["loss"] == clustering["restrictive"]["kmeans"]["loss"]  # compared at the same loss
     assert results["filtering"][0]["loss"] == 0 and len(results["filtering"]) == 10
     assert {"precision", "recall", "ms_per_page"} <= set(results["near_duplicates"])
-    assert (out / "report.md").read_text().startswith("# Organising the collection") and (out / "filtering.png").stat().st_size
+    assert (out / "report.md").read_text().startswith("# Organising the collection")
+    assert (out / "filtering.png").stat().st_size and (out / "clustering.png").stat().st_size
     missing = subprocess.run([sys.executable, "-m", "focuscrawl", "organise", "study", "--testweb", str(small_web),
                               "--topics", str(tmp_path / "none.yml"), "--out", str(out)], capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1 and "none.yml" in missing.stderr
