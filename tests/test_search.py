@@ -128,6 +128,30 @@ def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_
     assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
 
 
+def test_a_query_holds_for_a_page_and_its_late_anchors_together():
+    from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
+
+    db = sqlite3.connect(":memory:")
+    db.executescript("CREATE TABLE urls (id INTEGER PRIMARY KEY, url TEXT, host TEXT);"
+                     " CREATE TABLE links (source_id, target_id, anchor_text);")
+    db.executescript(SEARCH_SCHEMA)
+    index = SearchIndex(db)
+    for url_id, body in ((1, "python snakes"), (2, "python")):
+        db.execute("INSERT INTO search_index (rowid, title, body, url_words, anchors) VALUES (?, '', ?, '', '')", (url_id, body))
+    index.late.add(1, "python tutorial")
+    index.late.add(2, "snakes")  # two batches of late anchors: two rows
+    index.late.add(2, "tutorial")
+
+    def found(text: str) -> set[int]:
+        query = parse_query(text)
+        return {url_id for url_id, _ in index.matches(query.match(), 100, parts=query.parts())}
+
+    assert found("python -snakes") == set()  # 1 by its text, 2 by a late anchor
+    assert found("snakes tutorial") == {1, 2}  # 1: text and anchor; 2: two anchor rows
+    assert found("python -tut%") == set() and found("snak%") == {1, 2}
+    assert {url_id for url_id, _ in index.matches('"tutorial" OR "zebra"', 100)} == {1, 2}  # a disjunction
+
+
 def test_ranking_normalises_every_attribute_and_the_weights_decide_the_order(portal_crawl):
     directory, _ = portal_crawl
     # bm25, confidence, modified_at, hub, authority, pagerank, confidence_pagerank

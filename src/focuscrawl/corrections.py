@@ -47,21 +47,28 @@ class Corrections:
         label = self.labels.get(url_id)
         return label is not None and (label == NOT_RELEVANT or (not isinstance(critic, Critic) and label != topic))
 
-    def refit(self, critic, positives: dict[str, dict[str, str]], negatives: list[str], keep: bool = False,
-              warn=print):
-        """The critic refitted (its ``refit``) without the excluded terms and with the indicators.
-        Its original examples keep the excluded terms in its memory: a term no longer excluded
-        is learnt again at the next retraining."""
+    def refit(self, critic, archetypes: dict[str, dict[str, str]], negatives: list[str],
+              labelled: dict[str, dict[str, str]] | None = None, labelled_negatives: list[str] = (),
+              keep: bool = False, warn=print):
+        """The critic refitted (its ``refit``) on ``archetypes`` and ``negatives`` and the labelled
+        pages, without the excluded terms and with the indicators. Its original examples keep
+        the excluded terms in its memory: a term no longer excluded is learnt again at the next
+        retraining. With ``keep`` (the learning phase's training basis) the archetypes and
+        negatives join the originals for good, first; the corrections stay corrections."""
+        if keep:
+            critic, archetypes, negatives = critic.refit(archetypes, negatives, keep=True, warn=warn), {}, []
+        labelled = labelled or {}
+        positives = {topic: {**archetypes.get(topic, {}), **labelled.get(topic, {})} for topic in {*archetypes, *labelled}}
+        negatives = [*negatives, *labelled_negatives]
         if self.excluded and isinstance(critic, Critic):
             originals, analyzer = critic.examples_, analyzer_of(critic)
             stripped = copy.copy(critic)
             stripped.examples_ = tuple([without_terms(text, self.excluded, analyzer) for text in texts]
                                        for texts in originals)
-            retrained = stripped.refit(positives, negatives, keep=keep, warn=warn)
-            if not keep:
-                retrained.examples_ = originals
+            retrained = stripped.refit(positives, negatives, warn=warn)
+            retrained.examples_ = originals
         else:
-            retrained = critic.refit(positives, negatives, keep=keep, warn=warn)
+            retrained = critic.refit(positives, negatives, warn=warn)
         return retrained.with_indicators(self.indicators)
 
 

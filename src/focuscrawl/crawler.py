@@ -264,6 +264,8 @@ class Crawler:
         finally:
             for signum in signals:
                 loop.remove_signal_handler(signum)
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a pause or resume now would kill the process (the default)
+            signal.signal(signal.SIGUSR2, signal.SIG_IGN)
             if deadline:
                 deadline.cancel()
             for task in filter(None, (ticker, committer)):
@@ -290,8 +292,7 @@ class Crawler:
             worker.cancel()
 
     def pause(self, paused: bool) -> None:
-        """Pause (SIGUSR1: fetches in flight end; the process, its connections and state stay)
-        or go on (SIGUSR2): what the dashboard's pause and continue send."""
+        """Pause (SIGUSR1: fetches in flight end, the process and its state stay) or go on (SIGUSR2)."""
         (self._running.clear if paused else self._running.set)()
         self.store.set_meta(state="paused" if paused else "running")
         log.info("crawl %s", "paused" if paused else "going on")
@@ -383,8 +384,7 @@ class Crawler:
     def reclassify(self) -> int:
         """Every stored page judged again by the current critic (a retrained one)."""
         judged = reclassify(self.store, self.frontier, self.critic, self.focus, from_parents=self.apprentice is None)
-        self.progress.relevance_sum, self.progress.scored = self.store.relevance_totals()
-        self.progress.topics = self.store.topic_counts()
+        self.progress.recount(self.store)
         return judged
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:

@@ -311,8 +311,6 @@ class Adaptation:
         archetypes = {topic: {urls[i]: texts[i] for i in ids if i in texts} for topic, ids in chosen.items()}
         found = sorted({url for pages in archetypes.values() for url in pages})
         labelled, labelled_negatives = corrections.examples(critic, self.store)
-        for topic, pages in labelled.items():
-            archetypes.setdefault(topic, {}).update(pages)
         detail: dict = {"labelled": sum(map(len, labelled.values())) + len(labelled_negatives)} if corrections.labels else {}
         before = critic.feature_space()
         try:
@@ -322,8 +320,8 @@ class Adaptation:
                 # liked least, among those it rejected (BINGO! had hundreds of negatives to begin with;
                 # a well-focused crawl may have fetched few rejected pages, and its least-liked
                 # accepted ones are on the topic: taught as negatives, they turn the critic around)
-                positives = [text for pages in archetypes.values() for text in pages.values()]
-                negatives = labelled_negatives + self._pages_by_score(
+                positives = [text for pages in [*archetypes.values(), *labelled.values()] for text in pages.values()]
+                negatives = self._pages_by_score(
                     round(self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)))
                     - len(critic.examples_[1]) - len(labelled_negatives), below=0.5)
                 detail["extra_negatives"] = len(negatives)
@@ -333,8 +331,9 @@ class Adaptation:
                         log.warning("retraining refused: archetypes agree with the examples at AUC %.2f", detail["agreement"])
                         return {**detail, "archetypes": len(found), "refused": "archetypes disagree with the examples"}
             else:
-                negatives = labelled_negatives  # beside the tree's own
-            retrained = corrections.refit(critic, archetypes, negatives, keep=admit_all, warn=log.warning)
+                negatives = []  # a taxonomy's are its tree's
+            retrained = corrections.refit(critic, archetypes, negatives, labelled, labelled_negatives, keep=admit_all,
+                                          warn=log.warning)
         except (AttributeError, ModelError, TaxonomyError, ValueError) as err:
             log.warning("retraining skipped: %s", err)
             return {"archetypes": len(self.archetypes), "error": str(err)}

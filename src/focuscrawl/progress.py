@@ -32,6 +32,11 @@ class Progress:
         total, scored = store.relevance_totals()
         return cls(0, fetched, errors, total, scored, 0, time.monotonic(), 0, store.topic_counts(), refused)
 
+    def recount(self, store) -> None:
+        """The harvest figures again from the store (its pages were judged again)."""
+        self.relevance_sum, self.scored = store.relevance_totals()
+        self.topics = store.topic_counts()
+
     @property
     def harvest_rate(self) -> float | None:
         return self.relevance_sum / self.scored if self.scored else None

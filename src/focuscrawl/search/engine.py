@@ -73,7 +73,7 @@ class Search:
         if within:
             parsed = parsed.combined(parse_query(within, STOP_WORDS))
         try:
-            matches = self.index.matches(parsed.match(), CANDIDATES, topic, host, mime, since, until)
+            matches = self.index.matches(parsed.match(), CANDIDATES, topic, host, mime, since, until, parsed.parts())
         except sqlite3.OperationalError as error:
             raise QueryError(f"query {text!r} cannot be searched: {error}") from None
         if not stems:

@@ -32,6 +32,11 @@ class ParsedQuery:
             query = f"({query}) NOT {part}"
         return query
 
+    def parts(self) -> tuple[list[str], list[str]]:
+        """The required and the excluded parts, each an FTS5 query of its own."""
+        return ([quoted(p) for p in self.required] + [quoted(p) + " *" for p in self.prefixes],
+                [quoted(p) for p in self.excluded] + [quoted(p) + " *" for p in self.excluded_prefixes])
+
     def surface_terms(self) -> list[str]:
         """The required words and phrases as typed (lower case), for a search on surface words."""
         return [p.lower() for p in self.required]

@@ -57,7 +57,7 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
         if not corrections.labels and not corrections.excluded and not corrections.indicators:
             raise ModelError(f"{directory}: no page has been reviewed and no term marked yet")
         positives, negatives = corrections.examples(critic, store)
-        retrained = corrections.refit(critic, positives, negatives)
+        retrained = corrections.refit(critic, {}, [], positives, negatives)
         before = store.queries.judgements_of([url_id for url_id, _ in store.queries.judged_texts()])
         with store.transaction():
             store.save_model(CRITIC_MODEL, pickle.dumps(retrained, protocol=pickle.HIGHEST_PROTOCOL))

@@ -17,7 +17,7 @@ NEAR_DUPLICATES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS page_signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS near_duplicates (  -- a page whose shingles nearly repeat an earlier page's
     url_id INTEGER PRIMARY KEY,
-    original INTEGER NOT NULL,  -- the earliest fetched page of its group
+    original INTEGER NOT NULL,  -- a page of the group that is nobody's near-duplicate (`organise duplicates`: its earliest)
     similarity REAL NOT NULL  -- Jaccard, as the signatures estimate it
 );
 CREATE INDEX IF NOT EXISTS near_duplicates_original ON near_duplicates (original);
@@ -47,16 +47,23 @@ class NearDuplicateRecords:
             (limit,)).fetchall()
 
     def add_signatures(self, rows: list[tuple[int, np.ndarray]]) -> None:
+        """Signatures of stored pages (an empty one for a page too short to sign), with their
+        bands, so that a crawl resumed with ``store.near_duplicates`` finds them too."""
         self.db.executemany("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)",
                             [(url_id, signature.tobytes()) for url_id, signature in rows])
+        self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)",
+                            [(band, url_id) for url_id, signature in rows if len(signature)
+                             for band in stored_bands(signature)])
 
     def original_of(self, signature: np.ndarray) -> tuple[int | None, float]:
-        """The page a running crawl signed before that this one nearly repeats (the most
-        similar), if any, with the similarity: candidates share a stored band."""
+        """The page signed before that this one nearly repeats (the most similar), if any, with
+        the similarity: candidates share a stored band and are nobody's near-duplicate (a group
+        is its original and the pages near it, as ``organise duplicates`` makes them)."""
         bands = stored_bands(signature)
         return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
             "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
-            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))", bands)])
+            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))"
+            " AND s.url_id NOT IN (SELECT url_id FROM near_duplicates)", bands)])
 
     def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None:
         """A page a running crawl signed, its bands, and the earlier page it nearly repeats."""

@@ -123,7 +123,7 @@ class Store:
         self.commit_pages, self.commit_seconds = 1, 1.0
         self._units, self._group_started, self._depth = 0, 0.0, 0
         self.search = SearchIndex(self.db)
-        self.anchor_follower = AnchorFollower(self.search) if search_index else None  # a crawl keeping it current
+        self.anchor_follower = AnchorFollower(self.search, active=search_index)  # a crawl keeping it current
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""
@@ -163,7 +163,7 @@ class Store:
         """One unit of work (a page, a learning step): all or nothing. Its own SQLite
         transaction, or within :meth:`grouped` a savepoint in the group's transaction."""
         if self.commit_pages == 1:
-            with transaction(self.db):
+            with self.anchor_follower.forgetting(), transaction(self.db):
                 yield self.db
             return
         if not self.db.in_transaction:
@@ -172,7 +172,8 @@ class Store:
         self.db.execute("SAVEPOINT unit")
         self._depth += 1
         try:
-            yield self.db
+            with self.anchor_follower.forgetting():
+                yield self.db
             self.db.execute("RELEASE unit")
         except BaseException:
             if self.db.in_transaction:  # after some errors (a full disk) SQLite has rolled back the whole group
@@ -197,7 +198,8 @@ class Store:
     def commit(self) -> None:
         """Commit what is written: the open group, or the writes made outside any unit since."""
         if self.db.in_transaction:
-            self.db.execute("COMMIT")
+            with self.anchor_follower.forgetting():
+                self.db.execute("COMMIT")
 
     # -- meta ---------------------------------------------------------------------------
 
@@ -249,7 +251,7 @@ class Store:
     def follow_anchors(self, seconds: float) -> None:
         """New links' anchor texts into the search index (one unit of work): those of the links
         stored since the last call, and older ones for about ``seconds``."""
-        if self.anchor_follower is not None:
+        if self.anchor_follower.active:
             with self.transaction():
                 self.anchor_follower.follow(seconds)
 
@@ -261,8 +263,7 @@ class Store:
             "INSERT INTO links (source_id, target_id, anchor_text, leaf_start, leaf_end, nofollow) VALUES (?, ?, ?, ?, ?, ?)",
             rows,
         )
-        if self.anchor_follower is not None:
-            self.anchor_follower.found(rows)
+        self.anchor_follower.found(rows)
 
     def record_host(self, host, crawl_delay: float | None = None) -> None:
         self.db.execute(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 
 from focuscrawl.store.near_duplicates import NearDuplicateRecords
@@ -233,10 +234,13 @@ class SearchIndex:
     # -- reading --------------------------------------------------------------------------
 
     def matches(self, match: str, limit: int, topic: str | None = None, host: str | None = None,
-                mime: str | None = None, since: float | None = None, until: float | None = None) -> list[tuple[int, float]]:
+                mime: str | None = None, since: float | None = None, until: float | None = None,
+                parts: tuple[list[str], list[str]] | None = None) -> list[tuple[int, float]]:
         """(url id, BM25 score: higher is better) of the best ``limit`` pages matching an FTS5
-        query, within the filters (a topic includes its subtopics): by their rows, or by the
-        anchors that reached them late (the two scores added)."""
+        query, within the filters (a topic includes its subtopics). A page's late anchors count
+        as part of it (their score added): for a conjunctive query, ``parts`` gives its required
+        and excluded parts, each checked against the page's row and its late anchors together;
+        without them the query is a disjunction, which each row may satisfy alone."""
         filters = (topic, host, mime, since, until)
         joins, where, parameters = _filters("s.rowid", *filters)
         weights = ", ".join(map(str, COLUMN_WEIGHTS))
@@ -244,9 +248,7 @@ class SearchIndex:
             f"SELECT s.rowid, -bm25(search_index, {weights}) AS score FROM search_index s{joins}"
             f" WHERE search_index MATCH ?{where} ORDER BY bm25(search_index, {weights}) LIMIT ?",
             [match, *parameters, limit]).fetchall())
-        for url_id, score in self.late.matches(match, limit, filters):
-            found[url_id] = found.get(url_id, 0.0) + COLUMN_WEIGHTS[3] * score
-        return sorted(found.items(), key=lambda hit: -hit[1])[:limit]
+        return self.late.joined(found, match, limit, filters, parts)
 
     def ranking(self, url_ids: list[int]) -> dict[int, tuple]:
         """What ranks each page beside BM25: (topic, confidence, modified_at, hub, authority,
@@ -384,19 +386,20 @@ class AnchorFollower:
     they are kept as they are stored (a menu repeated on every page is one pair) and taken
     in every second (:meth:`follow`), which costs a few lookups per distinct target instead
     of reading back every link. Links stored before the follower started are read from the
-    table, within the time given. A crash loses the pairs not taken with the links not
-    committed; if links were committed without theirs, the watermark was not advanced either,
-    and the next crawl reads them again from the table. (A page's unit that is rolled back
-    may leave its anchors taken: the page is fetched again and brings the same.)"""
+    table, within the time given; so are those of a unit or group that failed (:meth:`reset`:
+    its pairs may name links that are gone, or taken with nothing committed). A crash loses
+    the pairs with the links not committed; links committed without theirs left the
+    watermark behind, and the next crawl reads them again from the table."""
 
-    def __init__(self, index: SearchIndex):
-        self.index = index
+    def __init__(self, index: SearchIndex, active: bool = True):
+        self.index, self.active = index, active  # inactive: a crawl without a search index
         self.since = index.newest_link()  # links up to here: read from the table
         self.pairs: set[tuple[int, str]] = set()
 
     def found(self, rows: list[tuple]) -> None:
         """Links being stored: (source, target, anchor text, …) rows."""
-        self.pairs.update([(target, anchor) for source, target, anchor, *_ in rows if anchor and source != target])
+        if self.active:
+            self.pairs.update([(target, anchor) for source, target, anchor, *_ in rows if anchor and source != target])
 
     def follow(self, seconds: float) -> int:
         """Take in the pairs kept, then read older links for about ``seconds``; in a
@@ -410,6 +413,21 @@ class AnchorFollower:
             changed += self.index.refresh_anchors(1 << 30, seconds, CRAWL_LINK_BATCH, upto=self.since)
             self.index.caught_up(self.since)
         return changed
+
+    def reset(self) -> None:
+        """After a failed unit, group or commit: the pairs kept are dropped, and every link
+        up to the newest is read from the table again (taking anchors twice changes nothing)."""
+        if self.active:
+            self.pairs, self.since = set(), self.index.newest_link()
+
+    @contextmanager
+    def forgetting(self):
+        """A block whose failure takes its links back (see :meth:`reset`)."""
+        try:
+            yield
+        except BaseException:
+            self.reset()
+            raise
 
 
 class LateAnchors:
@@ -441,6 +459,38 @@ class LateAnchors:
         """Pages with late anchors, to fold in."""
         return [url_id for (url_id,) in self.db.execute("SELECT DISTINCT url_id FROM late_anchors LIMIT ?", (limit,))]
 
+    def joined(self, found: dict[int, float], match: str, limit: int, filters: tuple,
+               parts: tuple[list[str], list[str]] | None) -> list[tuple[int, float]]:
+        """The best ``limit`` of the pages whose own rows match (``found``, with their scores)
+        and of those that match with their late anchors (see :meth:`SearchIndex.matches`)."""
+        if self.db.execute("SELECT 1 FROM late_anchors LIMIT 1").fetchone() is None:
+            return sorted(found.items(), key=lambda hit: -hit[1])
+        required, excluded = parts if parts else ([match], [])
+        late = dict(self.matches(" OR ".join(required), limit, filters))
+        others = [url_id for url_id in late if url_id not in found]  # not matched by their own rows
+        if excluded:  # an excluded word in the page's row or its late anchors: it does not match
+            unwanted = " OR ".join(excluded)
+            dropped = self.pages_matching(unwanted, list(found) + others) | _rows_matching(self.db, unwanted, others)
+            found = {url_id: score for url_id, score in found.items() if url_id not in dropped}
+            others = [url_id for url_id in others if url_id not in dropped]
+        for part in required if parts else []:  # each required part in the page's row or its late anchors
+            holding = _rows_matching(self.db, part, others) | self.pages_matching(part, others)
+            others = [url_id for url_id in others if url_id in holding]
+        found.update((url_id, 0.0) for url_id in others)
+        for url_id, score in late.items():
+            if url_id in found:
+                found[url_id] += COLUMN_WEIGHTS[3] * score
+        return sorted(found.items(), key=lambda hit: -hit[1])[:limit]
+
+    def pages_matching(self, match: str, url_ids: list[int]) -> set[int]:
+        """Those pages with a late anchor row that matches."""
+        if not url_ids:
+            return set()
+        return {url_id for (url_id,) in rows_in(
+            self.db, "WITH hits AS MATERIALIZED (SELECT rowid AS id FROM late_anchor_index WHERE late_anchor_index MATCH ?)"
+            " SELECT DISTINCT la.url_id FROM hits h JOIN late_anchors la ON la.id = h.id WHERE la.url_id IN ({})",
+            url_ids, (match,))}
+
     def matches(self, match: str, limit: int, filters: tuple) -> list[tuple[int, float]]:
         """(url id, best BM25 score of its late anchors) of pages whose late anchors match."""
         joins, where, parameters = _filters("la.url_id", *filters)
@@ -449,6 +499,14 @@ class LateAnchors:
             " WHERE late_anchor_index MATCH ?)"
             f" SELECT la.url_id, MAX(h.score) FROM hits h JOIN late_anchors la ON la.id = h.id{joins}"
             f" WHERE 1{where} GROUP BY la.url_id ORDER BY 2 DESC LIMIT ?", [match, *parameters, limit]).fetchall()
+
+
+def _rows_matching(db: sqlite3.Connection, match: str, url_ids: list[int]) -> set[int]:
+    """Those pages whose own row in the main index matches."""
+    if not url_ids:
+        return set()
+    return {url_id for (url_id,) in rows_in(
+        db, "SELECT rowid FROM search_index WHERE search_index MATCH ? AND rowid IN ({})", url_ids, (match,))}
 
 
 def _filters(url_id: str, topic: str | None, host: str | None, mime: str | None, since: float | None,

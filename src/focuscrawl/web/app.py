@@ -234,6 +234,9 @@ def _exported(rows, fields, extension: str, name: str, done=None) -> Response:
     with tempfile.NamedTemporaryFile(suffix=".parquet", delete=False) as file:
         try:
             write_parquet(rows, fields, file)
+        except BaseException:
+            os.unlink(file.name)
+            raise
         finally:
             if done:
                 done()
