@@ -6,8 +6,10 @@ import asyncio
 import gzip
 import socket
 
+import pytest
 from aiohttp import web
 
+from focuscrawl.config import ConfigError
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.fetch.http import Fetcher
 
@@ -225,3 +227,31 @@ def test_every_gzip_member_is_decoded_and_a_truncated_stream_is_an_error():
     whole = gzip.compress(b"<p>" + b"z" * 5000 + b"</p>")
     assert _decode_content(whole[: len(whole) // 2], "gzip", 100_000) == (b"", "truncated gzip body")
     assert _decode_content(b"not compressed", "gzip", 1000) == (b"", "corrupt gzip body")
+
+
+def test_private_link_local_and_reserved_addresses_are_refused_by_default_without_sending_anything(serve, make_config):
+    from focuscrawl.fetch.addresses import AddressPolicy
+
+    policy = AddressPolicy()
+    for address in ("10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "169.254.169.254", "0.0.0.0", "224.0.0.1",
+                    "240.0.0.1", "fe80::1", "fc00::1", "::", "::ffff:10.0.0.1"):
+        assert policy.refusal(address), address
+    for address in ("93.184.216.34", "2001:4860:4860::8888", "127.0.0.1", "::1"):
+        assert policy.refusal(address) is None, address
+    assert AddressPolicy(["10.0.0.0/8"]).refusal("10.1.2.3") is None
+    assert "loopback, not allowed" in AddressPolicy(allow_loopback=False).refusal("127.0.0.1")
+
+    server = serve({"/": PAGE})
+    config = make_config(seeds=["http://x/"], fetch={"loopback_only": False},
+                         host_map={"hosts": {"intranet.test": "10.9.9.9:80", "mirror.test": f"127.0.0.1:{server.port}"}})
+    (metadata, literal, mapped, local), _ = fetch_all(config, "http://169.254.169.254/latest/meta-data/", "http://[fd00::1]/",
+                                                       "http://intranet.test/", "http://mirror.test/")
+    assert metadata.refused and "169.254.169.254 is link-local: refused unless fetch.allow_networks names it" in metadata.error
+    assert literal.refused and "fd00::1 is private" in literal.error
+    assert mapped.refused and "host intranet.test: address 10.9.9.9 is private" in mapped.error
+    assert local.status == 200  # loopback: allowed for a crawl started from the command line
+    (refused,), _ = fetch_all(make_config(seeds=["http://x/"], fetch={"loopback_only": False, "allow_loopback": False},
+                                          host_map={"hosts": {"mirror.test": f"127.0.0.1:{server.port}"}}), "http://mirror.test/")
+    assert refused.refused and "loopback, not allowed" in refused.error
+    with pytest.raises(ConfigError, match="'ten' is not a network"):
+        make_config(seeds=["http://x/"], fetch={"allow_networks": ["ten"]})

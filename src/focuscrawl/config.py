@@ -85,6 +85,19 @@ class FetchSettings(_Section):
     slow_after_failures: int = Field(1, ge=1, description="BINGO!: a failing host is tagged slow")
     bad_after_failures: int = Field(3, ge=1, description="BINGO!: the third failure tags it bad")
     loopback_only: bool = Field(False, description="refuse every address outside 127.0.0.0/8")
+    allow_networks: list[str] = Field(default_factory=list, description="private, link-local or reserved networks"
+                                      " (CIDR) the crawl may reach; others are refused after DNS and every redirect")
+    allow_loopback: bool = Field(True, description="loopback addresses may be crawled (local servers, the test web)")
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, networks: list[str]) -> list[str]:
+        for network in networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(f"{network!r} is not a network (CIDR such as 10.0.0.0/8)") from None
+        return networks
 
     @property
     def process_count(self) -> int:

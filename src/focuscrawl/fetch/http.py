@@ -21,6 +21,7 @@ from aiohttp.resolver import DefaultResolver
 from protego import Protego
 
 from focuscrawl.config import CrawlConfig
+from focuscrawl.fetch.addresses import AddressPolicy
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 
@@ -79,21 +80,30 @@ class _AttemptFailed(Exception):
 
 
 class HostMapResolver(AbstractResolver):
-    """Sends mapped host names to their loopback mirrors; with loopback_only, nothing else leaves."""
+    """Sends mapped host names to their loopback mirrors; with loopback_only, nothing else leaves;
+    an address the crawl may not reach (:class:`.addresses.AddressPolicy`) is refused after DNS."""
 
-    def __init__(self, host_map: dict[str, str], loopback_only: bool):
+    def __init__(self, host_map: dict[str, str], loopback_only: bool, policy: AddressPolicy | None = None):
         self.host_map = {name: address.rpartition(":") for name, address in host_map.items()}
         self.loopback_only = loopback_only
+        self.policy = policy or AddressPolicy(loopback_only=loopback_only)
         self.fallback = DefaultResolver()
 
     async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
         mapped = self.host_map.get(host.lower())
         if mapped:
             address, _, mapped_port = mapped
-            return [ResolveResult(hostname=host, host=address, port=int(mapped_port), family=socket.AF_INET, proto=0, flags=socket.AI_NUMERICHOST)]
-        if self.loopback_only and host.lower() != "localhost":
+            found = [ResolveResult(hostname=host, host=address.strip("[]"), port=int(mapped_port), family=socket.AF_INET,
+                                   proto=0, flags=socket.AI_NUMERICHOST)]
+        elif self.loopback_only and host.lower() != "localhost":
             raise PolicyRefusal(f"host {host} is not in the host map and fetch.loopback_only is set")
-        return await self.fallback.resolve(host, port, family)
+        else:
+            found = await self.fallback.resolve(host, port, family)
+        for result in found:  # every address: a name may resolve to a public and a private one
+            reason = self.policy.refusal(result["host"])
+            if reason:
+                raise PolicyRefusal(f"host {host}: {reason}")
+        return found
 
     async def close(self) -> None:
         await self.fallback.close()
@@ -110,6 +120,7 @@ class Fetcher:
         self._robots_pending: dict[str, asyncio.Future] = {}
         self.sitemaps: dict[str, list[str]] = {}  # origin -> sitemap URLs named by its robots.txt
         self.session: aiohttp.ClientSession | None = None
+        self.policy = AddressPolicy(config.fetch.allow_networks, config.fetch.allow_loopback, config.fetch.loopback_only)
 
     async def __aenter__(self) -> Fetcher:
         fetch = self.config.fetch
@@ -117,7 +128,7 @@ class Fetcher:
             limit=fetch.concurrency + 8,
             ttl_dns_cache=fetch.dns_cache_seconds or None,
             use_dns_cache=fetch.dns_cache_seconds > 0,
-            resolver=HostMapResolver(self.config.host_map.hosts, fetch.loopback_only),
+            resolver=HostMapResolver(self.config.host_map.hosts, fetch.loopback_only, self.policy),
         )
         timeout = aiohttp.ClientTimeout(total=fetch.total_timeout, sock_connect=fetch.connect_timeout, sock_read=fetch.read_timeout)
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar())
@@ -248,12 +259,13 @@ class Fetcher:
         if parts.scheme == "https" and self.config.host_map.https_to_http and host in self.config.host_map.hosts:
             netloc = parts.netloc if parts.port not in (None, 443) else parts.netloc.rsplit(":443", 1)[0]
             return urlunsplit(("http", netloc, parts.path, parts.query, ""))
-        if self.config.fetch.loopback_only:
-            try:
-                if not ipaddress.ip_address(host).is_loopback:
-                    raise _AttemptFailed(f"address {host} is outside loopback and fetch.loopback_only is set", False, False, True)
-            except ValueError:
-                pass
+        try:  # an address in the URL: no DNS, so the policy is asked here
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            return url
+        reason = self.policy.refusal(host)
+        if reason:
+            raise _AttemptFailed(reason, False, False, True)
         return url
 
     async def _attempt(self, url: str, response: Response, caps) -> Exchange:
