@@ -255,3 +255,18 @@ def test_private_link_local_and_reserved_addresses_are_refused_by_default_withou
     assert refused.refused and "loopback, not allowed" in refused.error
     with pytest.raises(ConfigError, match="'ten' is not a network"):
         make_config(seeds=["http://x/"], fetch={"allow_networks": ["ten"]})
+
+
+def test_a_redirect_to_a_cloud_metadata_address_is_refused_at_the_hop(serve, make_config):
+    async def moved(request):
+        raise web.HTTPFound("http://169.254.169.254/latest/meta-data/")
+
+    server = serve(moved)
+    config = make_config(seeds=["http://x/"], fetch={"loopback_only": False})
+
+    async def go():
+        async with Fetcher(config, Hosts(config)) as fetcher:
+            return await fetcher.fetch(server.url("/"), follow_other_hosts=True)
+
+    response = asyncio.run(go())
+    assert response.refused and "169.254.169.254 is link-local" in response.error
