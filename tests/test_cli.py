@@ -8,7 +8,9 @@ import json
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
+from pathlib import Path
 
 import pyarrow.parquet
 import pytest
@@ -130,3 +132,10 @@ def test_bench_with_an_unknown_order_ends_in_one_line():
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "error: synthetic site: frontier.order: Input should be 'strict', 'band' or 'host-parallel'"]
+
+
+def test_bench_explains_a_directory_that_is_not_a_test_web_in_one_line_and_leaves_nothing(tmp_path):
+    before = set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*"))
+    run = focuscrawl("bench", "--testweb", tmp_path, "--pages", "10")
+    assert run.returncode == 2 and run.stderr.strip() == f"error: {tmp_path}: not a built test web (run 'focuscrawl testweb build {tmp_path}')"
+    assert set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*")) == before

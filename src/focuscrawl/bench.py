@@ -15,22 +15,23 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import aiohttp
-import yaml
 
 from focuscrawl.config import dump_config, validate_config
-from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config
+from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config, read_topics
 from focuscrawl.fetch.http import HostMapResolver
 from focuscrawl.store import Queries, crawl_status, read_only
 from focuscrawl.testweb.synthetic import build_site, topic_config
+from focuscrawl.testweb.webmap import WebMap
 
 
 class _SyntheticServer:
@@ -119,13 +120,32 @@ def _crawl(config_path: Path, out: Path) -> tuple[resource.struct_rusage, float,
 def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strategy: str = "best-first",
           hosts: int = 8, directory: Path | None = None, processes: int | None = None, order: str | None = None,
           near_duplicates: bool = False) -> dict:
+    if testweb:  # checked before anything starts: one line, nothing left behind
+        WebMap(testweb).db.close()
+        name, topic = next(iter(read_topics(Path(testweb) / "topics.yml").items()))
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    with _removed_on_failure(work if directory is None else None):
+        return _bench(pages, testweb, topic if testweb else None, name if testweb else None, concurrency, strategy,
+                      hosts, work, processes, order, near_duplicates)
+
+
+@contextmanager
+def _removed_on_failure(work: Path | None):
+    """A bench that fails leaves no temporary directory behind."""
+    try:
+        yield
+    except BaseException:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | None, concurrency: int, strategy: str,
+           hosts: int, work: Path, processes: int | None, order: str | None, near_duplicates: bool) -> dict:
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
     try:
         if testweb:
-            topics = yaml.safe_load((Path(testweb) / "topics.yml").read_text())["topics"]
-            name, topic = next(iter(topics.items()))
             data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes},
                                         "store": {"near_duplicates": near_duplicates}}, pages, server.host_map,
                                 None, concurrency, order)

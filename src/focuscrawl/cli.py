@@ -263,7 +263,7 @@ def bench_command(
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
     try:
         result = bench(pages, testweb, concurrency, strategy, hosts, out, processes, order, near_duplicates)
-    except USER_ERRORS as error:
+    except (*USER_ERRORS, FileNotFoundError) as error:
         _fail(str(error))
     print(json.dumps(result, indent=2 if as_json else None))
 

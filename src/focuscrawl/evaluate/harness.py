@@ -91,7 +91,12 @@ class ServedTestWeb:
 
 def read_topics(topics_file: Path, only: list[str] | None = None) -> dict:
     """The topics of a ``testweb topics`` file, or only the named ones (an unknown name is an error)."""
-    topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
+    try:
+        topics = yaml.safe_load(Path(topics_file).read_text())["topics"]
+    except FileNotFoundError:
+        raise ConfigError(f"{topics_file}: no topics file (write one with 'focuscrawl testweb topics DIR')") from None
+    except (yaml.YAMLError, TypeError, KeyError):
+        raise ConfigError(f"{topics_file}: not a topics file of 'focuscrawl testweb topics' (no 'topics:')") from None
     missing = [t for t in only or [] if t not in topics]
     if missing:
         raise ConfigError(f"--topic: not in {topics_file}: {', '.join(missing)}")
