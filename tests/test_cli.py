@@ -139,3 +139,23 @@ def test_bench_explains_a_directory_that_is_not_a_test_web_in_one_line_and_leave
     run = focuscrawl("bench", "--testweb", tmp_path, "--pages", "10")
     assert run.returncode == 2 and run.stderr.strip() == f"error: {tmp_path}: not a built test web (run 'focuscrawl testweb build {tmp_path}')"
     assert set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*")) == before
+
+
+CRAWL_COMMANDS = (("resume",), ("status",), ("export",), ("classify", "{dir}", "http://x/"), ("graph",), ("index",),
+                  ("search", "{dir}", "socket"), ("organise", "duplicates"), ("organise", "filter", "{dir}", "--loss", "0.1"),
+                  ("topics", "suggest"), ("seeds", "find", "{dir}", "--query", "socket"))
+
+
+@pytest.mark.slow
+def test_every_command_on_a_missing_foreign_or_corrupt_crawl_says_so_in_one_line(tmp_path):
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "crawl.db").write_text("not a database")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "crawl.db").write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 20)
+    for kind in ("missing", "foreign", "corrupt"):
+        directory = tmp_path / kind
+        for command in CRAWL_COMMANDS:
+            args = [part.format(dir=directory) for part in command] if "{dir}" in command else [*command, directory]
+            run = focuscrawl(*args)
+            assert run.returncode == 2, (args, run.stderr[-500:])
+            assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, (args, run.stderr[-500:])

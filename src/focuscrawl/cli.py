@@ -542,6 +542,8 @@ def topics_suggest(
         found = suggest_subtopics(crawl, topic, k, seed)
     except (*USER_ERRORS, OrganiseError) as error:
         _fail(str(error))
+    except sqlite3.DatabaseError as error:
+        _fail(f"{crawl}: {error}")
     if as_json:
         print(json.dumps(found, indent=2))
         return
@@ -568,6 +570,8 @@ def topics_accept(
         node = accept_subtopic(crawl, taxonomy, cluster_number, name, topic, parent)
     except (*USER_ERRORS, OrganiseError, TaxonomyError) as error:
         _fail(str(error))
+    except (sqlite3.DatabaseError, json.JSONDecodeError) as error:
+        _fail(f"{crawl}: {error}")
     print(f"added {name!r} under {parent if parent is not None else topic} with {len(node.positives)} example pages;"
           f" train it: focuscrawl topics train {taxonomy}")
 

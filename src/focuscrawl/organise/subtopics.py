@@ -16,7 +16,7 @@ import numpy as np
 
 from focuscrawl.organise.clustering import METHODS, OrganiseError, Vectors, cluster
 from focuscrawl.organise.meta import combine, meta_mapping
-from focuscrawl.store import CrawlDir, Queries, read_only
+from focuscrawl.store import CrawlDir, CrawlDirError, Queries, read_only
 from focuscrawl.taxonomy import Node, TaxonomyError, load_tree, save_tree
 from focuscrawl.text import SENTENCE_END, Analyzer, mutual_information, topic_preview
 from focuscrawl.topics import EXAMPLES_FILE
@@ -27,6 +27,8 @@ TERMS, SENTENCES, CENTRAL = 8, 3, 5  # shown per cluster; its pages its sentence
 def suggest(directory: Path, topic: str = "", k: int = 3, seed: int = 0) -> dict:
     """Suggested subtopics of a crawl's topic ("" for a one-topic crawl's accepted pages), saved
     in the crawl (``subtopics.json``) for :func:`accept`."""
+    if not CrawlDir(directory).exists():
+        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
     with closing(read_only(directory)) as db:
         pages = Queries(db).topic_pages(topic)
     if not pages:
