@@ -17,8 +17,8 @@ class AddressPolicy:
 
     def refusal(self, address: str) -> str | None:
         """Why the crawl may not connect to ``address`` (an IP address), or None."""
-        try:
-            ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
+        try:  # a host map may name localhost
+            ip = ipaddress.ip_address("127.0.0.1" if address == "localhost" else address.strip("[]").split("%")[0])
         except ValueError:
             return f"{address} is not an IP address"
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
