@@ -31,26 +31,34 @@ def read_only(directory: Path, any_thread: bool = False) -> sqlite3.Connection:
 def open_index(directory: Path, writable: bool = False) -> SearchIndex:
     """The search index of a crawl, read-only (a crawl may be running and writing it), or
     writable for users' feedback (waiting for the crawl's commits)."""
-    if not CrawlDir(directory).exists():
-        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
-    if not writable:
-        db = read_only(directory)
-        if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_index', 'late_anchor_index')").fetchone()[0] < 2:
-            db.close()
-            raise CrawlDirError(f"{directory}: this crawl has no search index yet: run focuscrawl index {directory}")
-        return SearchIndex(db)
-    db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
-    db.executescript(SEARCH_SCHEMA)
+    if writable:
+        return SearchIndex(_writing_beside_a_crawl(directory, SEARCH_SCHEMA))
+    _existing(directory)
+    db = read_only(directory)
+    if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_index', 'late_anchor_index')").fetchone()[0] < 2:
+        db.close()
+        raise CrawlDirError(f"{directory}: this crawl has no search index yet: run focuscrawl index {directory}")
     return SearchIndex(db)
 
 
 def open_near_duplicates(directory: Path) -> NearDuplicateRecords:
     """A crawl's near-duplicate records, writable (waiting for a running crawl's commits)."""
-    if not CrawlDir(directory).exists():
+    return NearDuplicateRecords(_writing_beside_a_crawl(directory, NEAR_DUPLICATES_SCHEMA))
+
+
+def _existing(directory: Path) -> CrawlDir:
+    files = CrawlDir(directory)
+    if not files.exists():
         raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
-    db = sqlite3.connect(CrawlDir(directory).database, timeout=10.0)
-    db.executescript(NEAR_DUPLICATES_SCHEMA)
-    return NearDuplicateRecords(db)
+    return files
+
+
+def _writing_beside_a_crawl(directory: Path, schema: str) -> sqlite3.Connection:
+    """A connection to a crawl's database that writes beside the crawl's own (waiting for its
+    commits), with the tables of ``schema`` made if missing."""
+    db = sqlite3.connect(_existing(directory).database, timeout=10.0)
+    db.executescript(schema)
+    return db
 
 
 def meta_of(directory: Path) -> dict[str, str]:

@@ -480,34 +480,32 @@ async def _write_marks(request: Request, crawls: Crawls, csrf: str, crawl: str |
     return name
 
 
-class Term(BaseModel):
+class Mark(BaseModel):
+    """What every user's mark says besides itself: which crawl (none: the only one served) and who."""
     crawl: str | None = None
-    term: str
-    excluded: bool
     user: str | None = None
 
 
-class Indicator(BaseModel):
-    crawl: str | None = None
+class Term(Mark):
+    term: str
+    excluded: bool
+
+
+class Indicator(Mark):
     topic: str = ""
     term: str
     indicator: bool
-    user: str | None = None
 
 
-class Label(BaseModel):
-    crawl: str | None = None
+class Label(Mark):
     url_id: int
     label: str
-    user: str | None = None
 
 
-class Feedback(BaseModel):
-    crawl: str | None = None
+class Feedback(Mark):
     query: str
     url_id: int
     relevant: bool
-    user: str | None = None
 
 
 def _day(text: str | None, end: bool = False) -> float | None:
