@@ -124,7 +124,7 @@ def test_unreachable_example_urls_fail_with_one_line_and_leave_a_failed_crawl(se
     assert run.stderr.strip() == "error: topic.positive: none of the positive examples could be read"
     status = json.loads(focuscrawl("status", out, "--json").stdout)
     assert status["state"] == "failed" and status["pages_fetched"] == 0
-    assert "gone.html: example skipped: cannot connect" in (out / "crawl.log").read_text()
+    assert "gone.html: example skipped: robots.txt unreachable: cannot connect" in (out / "crawl.log").read_text()
 
 
 def test_bench_with_an_unknown_order_ends_in_one_line():

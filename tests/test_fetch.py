@@ -141,7 +141,7 @@ def test_slow_server_times_out_and_counts_as_host_failure(serve, make_config):
     server = serve(misbehaving_app())
     config = make_config(seeds=["http://x/"], fetch={"read_timeout": 0.3, "total_timeout": 0.5, "retries": 0})
     (response,), hosts = fetch_all(config, server.url("/slow"))
-    assert response.error == "timeout"
+    assert response.error.startswith("timeout")
     assert hosts[f"127.0.0.1:{server.port}"].failures == 1
 
 
@@ -160,16 +160,17 @@ def test_transient_503_is_retried_with_backoff(serve, make_config):
     assert response.status == 200 and response.attempts == 2
 
 
-def test_host_is_marked_bad_after_three_failures(make_config):
+def test_host_is_marked_bad_after_three_failed_urls_however_often_each_was_tried(make_config):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
     config = make_config(seeds=["http://x/"], fetch={"retries": 5, "backoff": 0.0},
                          host_map={"hosts": {"down.test": f"127.0.0.1:{closed_port}"}})
-    (first, second), hosts = fetch_all(config, "http://down.test/a", "http://down.test/b")
-    assert first.error.startswith("cannot connect")
-    assert hosts["down.test"].status == BAD and hosts["down.test"].failures == 3
-    assert "marked bad" in second.error and second.attempts == 0
+    responses, hosts = fetch_all(config, *(f"http://down.test/{page}" for page in "abcd"))
+    first, fourth = responses[0], responses[3]
+    assert first.error.startswith("robots.txt unreachable: cannot connect") and not first.refused
+    assert first.exchanges == [] and hosts["down.test"].failures == 3 and hosts["down.test"].status == BAD
+    assert "marked bad" in fourth.error and fourth.refused and fourth.attempts == 0
 
 
 def test_robots_disallow_allow_and_wildcards(serve, make_config):
@@ -190,7 +191,7 @@ def test_robots_ignored_when_turned_off(serve, make_config):
 def test_robots_5xx_disallows_the_host(serve, make_config):
     server = serve(misbehaving_app(robots_status=500))
     (response,), _ = fetch_all(make_config(seeds=["http://x/"], fetch={"retries": 0}), server.url("/page"))
-    assert response.error == "disallowed by robots.txt"
+    assert response.error == "robots.txt answered 500: everything disallowed" and response.refused
 
 
 def test_host_map_reaches_a_mirror_and_turns_https_into_http(serve, make_config):

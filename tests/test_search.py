@@ -398,7 +398,7 @@ def test_the_dashboard_reports_a_crawl_streams_it_and_refuses_forged_controls(po
     state = json.loads(body)
     assert status == 200 and state["state"] == "finished" and state["pages_fetched"] == 36
     assert state["series"] and state["series"][-1]["pages"] >= 30
-    assert state["hosts"][0]["fetched"] == 36 and state["errors_by_kind"] == []
+    assert state["hosts"][0]["fetched"] == 36 and state["failures_by_reason"] == []
     status, html = portal(f"/crawls/{crawl}")
     assert status == 200 and 'name="csrf"' in html and "/static/dashboard.js" in html
     forged = urllib.request.Request(_base_of(portal) + f"/crawls/{crawl}/resume", data=b"csrf=guess", method="POST")
@@ -412,6 +412,43 @@ def test_the_dashboard_reports_a_crawl_streams_it_and_refuses_forged_controls(po
     with urllib.request.urlopen(_base_of(portal) + f"/api/crawls/{crawl}/events?every=0.5", timeout=10) as events:
         first = events.readline().decode()
         assert first.startswith("data: ") and json.loads(first[6:])["pages_fetched"] == 36
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_crawl_resumed_from_the_portal_refuses_loopback_unless_serve_allows_it(serve, make_config, tmp_path, allowed):
+    from focuscrawl.config import dump_config
+
+    site = serve({f"/{i}": f"<html><body><p>page {i}</p><a href='/{i + 1}'>next</a></body></html>" for i in range(40)})
+    config = make_config(seeds=[site.url("/0")], budget={"max_pages": 5}, fetch={"loopback_only": False})
+    dump_config(config, tmp_path / "crawl.yml")
+    directory = tmp_path / "crawl"
+    subprocess.run([sys.executable, "-m", "focuscrawl", "crawl", str(tmp_path / "crawl.yml"), "--out", str(directory),
+                    "-q"], check=True)
+    config.budget.max_pages = 10  # more to do; the portal resumes with the crawl's own config
+    dump_config(config, directory / "config.yml")
+    asked = len(site.paths())
+    portal = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0",
+                               *(["--allow-loopback"] if allowed else [])], stderr=subprocess.PIPE, text=True)
+    try:
+        base = _wait_for_address(portal)
+        html = _get(base + "/crawls/crawl", {})[1]
+        token = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+        resume = urllib.request.Request(base + "/crawls/crawl/resume", data=f"csrf={token}".encode(), method="POST")
+        urllib.request.urlopen(resume, timeout=10).close()
+        def ended() -> bool:
+            state = json.loads(_get(base + "/api/crawls/crawl/status", {})[1])
+            return state["state"] == "finished" and state["stop_reason"] != "budget: max_pages 5"
+        _wait(ended)
+    finally:
+        portal.terminate()
+        portal.wait(10)
+    with sqlite3.connect(directory / "crawl.db") as db:
+        refused = db.execute("SELECT error FROM fetches WHERE refused").fetchall()
+    if allowed:
+        assert refused == [] and len(site.paths()) > asked
+    else:  # nothing was sent: each URL is refused with why (not counted as a fetch)
+        assert len(site.paths()) == asked and refused
+        assert all("is loopback, not allowed for this crawl" in error for (error,) in refused)
 
 
 def test_the_dashboard_draws_the_harvest_chart_and_keeps_it_live(portal_url, browser):

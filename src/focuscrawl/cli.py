@@ -47,6 +47,7 @@ from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_pa
 from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, open_index,
                               Queries, transaction, upgrade_schema)
 from focuscrawl.testweb.build import BuildError, package_list
+from focuscrawl.testweb.faults import serve as serve_faults
 from focuscrawl.testweb.build import build as build_testweb
 from focuscrawl.testweb.groundtruth import write_topics
 from focuscrawl.testweb.linkgraph import build_link_graph
@@ -173,10 +174,12 @@ def resume(
     directory: Path = typer.Argument(..., help="crawl directory"),
     max_pages: Optional[int] = typer.Option(None, "--max-pages", help="raise the page budget"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
+    refuse_loopback: bool = typer.Option(False, "--refuse-loopback", help="refuse loopback addresses in this run"
+                                         " (the portal starts crawls so, unless serve --allow-loopback)"),
 ) -> None:
     """Continue a stopped or killed crawl: nothing discovered is lost, nothing fetched twice."""
     try:
-        crawler = Crawler.open(directory, **({"max_pages": max_pages} if max_pages else {}))
+        crawler = Crawler.open(directory, not refuse_loopback, **({"max_pages": max_pages} if max_pages else {}))
     except USER_ERRORS as error:
         _fail(str(error))
     _run(crawler, quiet)
@@ -192,12 +195,14 @@ def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(F
     if as_json:
         print(json.dumps(figures, indent=2))
         return
-    topics = figures.pop("topics")
+    topics, failures = figures.pop("topics"), figures.pop("failures")
     for key, value in figures.items():
         shown = f"{value:.4f}" if isinstance(value, float) else value
         print(f"{key:>16}: {shown}")
     for topic, pages in topics.items():
         print(f"{'topic':>16}: {topic}: {pages} pages")
+    for reason, count in failures.items():
+        print(f"{'failure':>16}: {count} × {reason}")
 
 
 @app.command()
@@ -317,6 +322,24 @@ def testweb_serve(
         asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready, hostmap))
     except KeyboardInterrupt:
         pass
+
+
+@testweb_app.command("faults")
+def testweb_faults(
+    port: int = typer.Option(8900, "--port", help="0 picks a free port"),
+    config: Path = typer.Option(Path("faults-crawl.yml"), "--config", help="where to write a crawl config for it"),
+    max_pages: int = typer.Option(300, "--max-pages", help="the budget written into that config"),
+) -> None:
+    """Serve the fault web (resets, tarpits, bombs, traps, lying pages) on 127.0.0.1 and write a crawl config for it."""
+    def ready(bound: int) -> None:
+        print(f"serving the fault web on http://127.0.0.1:{bound}/ — crawl it with: focuscrawl crawl {config}", flush=True)
+
+    try:
+        asyncio.run(serve_faults(port, config, max_pages, ready))
+    except KeyboardInterrupt:
+        pass
+    except OSError as error:
+        _fail(f"--port {port}: {error.strerror or error}")
 
 
 @testweb_app.command("topics")
@@ -740,6 +763,8 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (not loopback: needs --token)"),
     port: int = typer.Option(8808, "--port", min=0, max=65535, help="0: any free port (printed)"),
     token: Optional[str] = typer.Option(None, "--token", envvar="FOCUSCRAWL_TOKEN", help="required on every request"),
+    allow_loopback: bool = typer.Option(False, "--allow-loopback", help="crawls resumed from the dashboard may fetch"
+                                        " loopback addresses (refused by default: a server-side request forgery guard)"),
 ) -> None:
     """The portal: search the crawls in a browser, and their REST API (/docs, /openapi.json)."""
     import uvicorn
@@ -759,7 +784,7 @@ def serve(
                 open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
     except (PortalError, sqlite3.Error, OSError, *USER_ERRORS) as error:
         _fail(str(error))
-    config = uvicorn.Config(create_app(directories, token), host=host, port=port, log_level="warning",
+    config = uvicorn.Config(create_app(directories, token, allow_loopback), host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=3)  # a dashboard open in a browser holds its event stream
     server = uvicorn.Server(config)
     original_startup = server.startup

@@ -124,6 +124,9 @@ class HostMapSettings(_Section):
 class UrlFilterSettings(_Section):
     allow: list[str] = Field(default_factory=list, description="regexes; if any, a URL must match one")
     deny: list[str] = Field(default_factory=list, description="regexes; a URL matching one is skipped")
+    max_path_segments: int = Field(20, ge=1, description="crawler traps: URLs with deeper paths are skipped")
+    max_segment_repeats: int = Field(3, ge=1, description="crawler traps: a path naming one segment more often"
+                                                         " (/a/b/a/b/a/b/a/, relative links that go ever deeper) is skipped")
 
     @field_validator("allow", "deny")
     @classmethod

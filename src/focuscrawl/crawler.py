@@ -127,6 +127,11 @@ def with_budget(config: CrawlConfig, budget: dict) -> CrawlConfig:
     return validate_config(data, "command line")
 
 
+def without_loopback(config: CrawlConfig) -> CrawlConfig:
+    """Loopback refused for one run: a crawl the portal starts must not reach the machine's own services."""
+    return config.model_copy(update={"fetch": config.fetch.model_copy(update={"allow_loopback": False})})
+
+
 @dataclass
 class Parts:
     """Parts a crawl is built with in place of those its configuration makes: evaluation's
@@ -211,14 +216,14 @@ class Crawler:
         return crawler
 
     @classmethod
-    def open(cls, directory: Path, **budget) -> Crawler:
-        """An existing crawl, optionally with a new budget (``max_pages=…``)."""
+    def open(cls, directory: Path, loopback: bool = True, **budget) -> Crawler:
+        """An existing crawl, maybe with a new budget (``max_pages=…``); ``loopback=False``: see :func:`without_loopback`."""
         files = CrawlDir(directory)
         if not files.exists():
             raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
         config = with_budget(load_config(files.config), budget)
         critic = crawl_critic(directory)
-        crawler = cls(directory, config)  # takes the directory's lock before anything is written
+        crawler = cls(directory, config if loopback else without_loopback(config))  # takes the directory's lock first
         if budget:
             dump_config(config, files.config)
         crawler.critic = critic

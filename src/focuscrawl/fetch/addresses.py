@@ -25,10 +25,10 @@ class AddressPolicy:
             ip = ip.ipv4_mapped
         if any(ip in network for network in self.allowed):
             return None
-        if self.loopback_only:
-            return None if ip.is_loopback else f"address {ip} is outside loopback and fetch.loopback_only is set"
-        if ip.is_loopback:
+        if ip.is_loopback:  # refused for a crawl the portal started, whatever its config says
             return None if self.allow_loopback else f"address {ip} is loopback, not allowed for this crawl"
+        if self.loopback_only:
+            return f"address {ip} is outside loopback and fetch.loopback_only is set"
         if ip.is_global and not ip.is_multicast:
             return None
         return f"address {ip} is {_kind(ip)}: refused unless fetch.allow_networks names it"

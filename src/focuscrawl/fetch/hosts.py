@@ -59,6 +59,13 @@ class Hosts:
         host.next_start = start + host.interval
         return start - now
 
+    def defer(self, name: str, seconds: float) -> None:
+        """The server asked for a pause (Retry-After): no request starts before it ends, nor before
+        the Crawl-delay cap would allow."""
+        if seconds > 0:
+            host = self[name]
+            host.next_start = max(host.next_start, time.monotonic() + min(seconds, self.crawl_delay_cap))
+
     async def wait_turn(self, name: str) -> None:
         delay = self.reserve(name)
         if delay > 0:

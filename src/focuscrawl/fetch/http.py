@@ -13,6 +13,7 @@ import socket
 import time
 import zlib
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
@@ -26,9 +27,10 @@ from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-ROBOTS_MAX_BYTES = 500_000
+ROBOTS_MAX_BYTES = 500_000  # RFC 9309 §2.5: at least 500 KiB are parsed; the rest of a longer file is ignored
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+ERROR_PAGE_BYTES = 65536
 INFLATED_TOO_LARGE = "decompressed body exceeds"  # a gzip/deflate body past its cap: refused, like a large one
 
 
@@ -116,7 +118,7 @@ class Fetcher:
         self.rules = UrlRules(config)
         self.user_agent = config.politeness.user_agent
         self.obey_robots = config.politeness.robots
-        self._robots: dict[str, Protego | None] = {}
+        self._robots: dict[str, Protego | str | None] = {}  # origin -> rules, or why everything is disallowed
         self._robots_pending: dict[str, asyncio.Future] = {}
         self.sitemaps: dict[str, list[str]] = {}  # origin -> sitemap URLs named by its robots.txt
         self.session: aiohttp.ClientSession | None = None
@@ -147,16 +149,24 @@ class Fetcher:
         polite. One-off fetches (topic examples) pass ``follow_other_hosts``."""
         response = Response(url=url, final_url=url, started_at=time.time())
         clock = time.monotonic()
+        limit = self.config.fetch.total_timeout
         try:
-            await self._follow(response, self._mime_caps, self.config.fetch.max_redirects, self.obey_robots,
-                               follow_other_hosts)
+            async with asyncio.timeout(limit):  # a tarpit or a hanging robots.txt cannot hold a worker longer
+                await self._follow(response, self._mime_caps, self.config.fetch.max_redirects, self.obey_robots,
+                                   follow_other_hosts)
         except _AttemptFailed as failure:
             response.error, response.refused = failure.reason, failure.refused
+        except TimeoutError:
+            response.error = f"gave up after fetch.total_timeout {limit:g} s (retries and waits included)"
+            response.refused = False
+            if not (response.exchanges and response.exchanges[-1].status):  # a host that answers is not down
+                self.hosts.record_failure(host_of(response.final_url))
         response.seconds = time.monotonic() - clock
         return response
 
-    async def allowed(self, url: str) -> bool:
-        """robots.txt of the URL's origin, fetched once per origin and shared by all workers."""
+    async def robots_refusal(self, url: str) -> str | None:
+        """Why robots.txt of the URL's origin forbids it (None: allowed); fetched once per origin
+        and shared by all workers."""
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         while origin not in self._robots:
@@ -171,19 +181,28 @@ class Fetcher:
                 del self._robots_pending[origin]
                 pending.set_result(None)
         rules = self._robots[origin]
-        return rules is None or rules.can_fetch(url, self.user_agent)
+        if isinstance(rules, str):
+            return rules
+        return None if rules is None or rules.can_fetch(url, self.user_agent) else "disallowed by robots.txt"
 
     # -- internals --------------------------------------------------------------------------
 
-    async def _load_robots(self, origin: str) -> Protego | None:
-        """2xx: its rules; 4xx: no rules; 5xx: everything disallowed (RFC 9309 §2.3.1.4)."""
+    async def _load_robots(self, origin: str) -> Protego | str | None:
+        """2xx: its rules (the first 500 KB of a longer file); 4xx: no rules; 5xx: everything
+        disallowed, with the reason (RFC 9309 §2.3.1.3-4). Unreachable: the URL fails, not cached."""
         response = Response(url=origin + "/robots.txt", final_url=origin + "/robots.txt", started_at=time.time())
-        await self._follow(response, lambda mime: ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, False, True)
+        try:
+            await self._follow(response, lambda mime: ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, False, True)
+        except _AttemptFailed as failure:  # the host is down or hangs: so would the page (tried again next time)
+            raise _AttemptFailed(f"robots.txt unreachable: {failure.reason}", failure.transient, False,
+                                 failure.refused) from None
         if response.status is not None and 500 <= response.status:
-            return Protego.parse("User-agent: *\nDisallow: /\n")
-        if not response.ok_html:
+            return f"robots.txt answered {response.status}: everything disallowed"
+        if response.status is None or not 200 <= response.status < 300:
             return None
-        rules = Protego.parse(response.body.decode("utf-8", errors="replace"))
+        last = response.exchanges[-1]
+        body = last.raw_body if last.truncated else response.body
+        rules = Protego.parse(body.decode("utf-8", errors="replace"))
         self.hosts.set_crawl_delay(host_of(origin), rules.crawl_delay(self.user_agent))
         self.sitemaps[origin] = list(rules.sitemaps)
         return rules
@@ -193,8 +212,9 @@ class Fetcher:
         ``final_url`` becomes the URL that answered without a redirect."""
         current, seen = response.url, {response.url}
         for _ in range(max_redirects + 1):
-            if obey_robots and not await self.allowed(current):
-                response.error, response.refused = "disallowed by robots.txt", True
+            refusal = await self.robots_refusal(current) if obey_robots else None
+            if refusal:
+                response.error, response.refused = refusal, True
                 return
             exchange = await self._with_retries(current, response, caps)
             location = _header(exchange.response_headers, "location")
@@ -229,7 +249,10 @@ class Fetcher:
         return caps.get(mime, caps.get("*", 1_000_000))
 
     async def _with_retries(self, url: str, response: Response, caps) -> Exchange:
-        """Transient failures (network, timeouts, 429/5xx) are tried again after 1, 2, 4 … × backoff."""
+        """Transient failures (network, timeouts, 429/5xx) are tried again after 1, 2, 4 … × backoff,
+        or after the server's Retry-After (capped like a Crawl-delay). A URL that still fails counts
+        once against its host (BINGO! §2.3.8: a host failing three times is bad), so that one broken
+        page, retried, does not exclude a whole site."""
         host = host_of(url)
         retries = self.config.fetch.retries
         attempt = 0
@@ -241,14 +264,15 @@ class Fetcher:
             try:
                 exchange = await self._attempt(url, response, caps)
             except _AttemptFailed as failure:
-                if failure.host_failure:
-                    self.hosts.record_failure(host)
-                if last_try or not failure.transient or self.hosts[host].status == BAD:
+                if last_try or not failure.transient:
+                    if failure.host_failure:
+                        self.hosts.record_failure(host)
                     raise
             else:
                 self.hosts.record_success(host)
                 if last_try or exchange.status not in RETRY_STATUSES:
                     return exchange
+                self.hosts.defer(host, _retry_after(exchange.response_headers))
             await asyncio.sleep(self.config.fetch.backoff * 2**attempt)
             attempt += 1
 
@@ -269,7 +293,8 @@ class Fetcher:
         return url
 
     async def _attempt(self, url: str, response: Response, caps) -> Exchange:
-        """One request on the wire; fills ``response`` with what it learned."""
+        """One request on the wire; fills ``response`` with what it learned. A failure counts against
+        the host only if it sent no answer: a stall or reset in one page's body is that page's fault."""
         request_headers = {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"}
         exchange = Exchange(url, request_headers)
         response.exchanges.append(exchange)
@@ -288,6 +313,8 @@ class Fetcher:
                 response.mime = resp.content_type if "content-type" in response.headers else "text/html"
                 response.charset = resp.charset
                 cap = caps(response.mime)
+                if cap is None and not 200 <= resp.status < 300:  # an error page, kept for the archive whatever its type
+                    cap = ERROR_PAGE_BYTES
                 response.refused = True  # until the body is read: a type or size we do not take
                 if cap is None:
                     response.error = f"MIME type {response.mime} is not in fetch.mime_allow"
@@ -304,14 +331,19 @@ class Fetcher:
                 return exchange
         except PolicyRefusal as err:
             raise _AttemptFailed(str(err), False, False, True) from None
+        except aiohttp.ConnectionTimeoutError:
+            raise _AttemptFailed(f"timeout: no connection within {self.config.fetch.connect_timeout:g} s", True, True) from None
+        except aiohttp.SocketTimeoutError:
+            raise _AttemptFailed(f"timeout: silent for {self.config.fetch.read_timeout:g} s", True, not exchange.status) from None
         except asyncio.TimeoutError:
-            raise _AttemptFailed("timeout", True, True) from None
+            raise _AttemptFailed(f"timeout: no answer within {self.config.fetch.total_timeout:g} s", True,
+                                 not exchange.status) from None
         except aiohttp.ClientConnectorError as err:
             if isinstance(err.os_error, PolicyRefusal):
                 raise _AttemptFailed(str(err.os_error), False, False, True) from None
             raise _AttemptFailed(f"cannot connect: {err.os_error.strerror or err.os_error}", True, True) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as err:
-            raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, True) from None
+            raise _AttemptFailed(f"connection broken: {type(err).__name__}: {err}", True, not exchange.status) from None
         except (aiohttp.ClientError, ValueError) as err:  # malformed responses, URLs aiohttp refuses
             raise _AttemptFailed(f"bad response: {type(err).__name__}: {err}", False, False) from None
 
@@ -349,6 +381,17 @@ def _decode_content(raw: bytes, encoding: str, cap: int) -> tuple[bytes, str | N
             continue
         return bytes(body), None
     return b"", f"corrupt {encoding} body"
+
+
+def _retry_after(headers: list[tuple[str, str]]) -> float:
+    """Seconds a Retry-After header asks for (a number or an HTTP date); 0 without one."""
+    value = (_header(headers, "retry-after") or "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return 0.0
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
@@ -11,20 +12,40 @@ from w3lib.url import canonicalize_url
 from focuscrawl.config import CrawlConfig
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# session ids in URLs make one page look like endless new ones (a crawler trap): the names of the
+# common frameworks, and "sid" when its value is a token rather than, say, a story number
+SESSION_NAMES = re.compile(r"(?i)^(jsessionid|phpsessid|sessionid|session_id|aspsessionid[a-z]{8}|cfid|cftoken)$")
+SESSION_TOKEN = re.compile(r"(?i)^(sid|s)$")
+TOKEN_VALUE = re.compile(r"^[0-9A-Za-z]{16,}$")
+PATH_SESSION = re.compile(r"(?i);jsessionid=[^/?#]*")
+HOSTNAME = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+(%[0-9a-z_.-]+)?")  # a DNS name (IDNs in punycode) or an IPv6 address
 
 
 @lru_cache(maxsize=65536)
 def canonical_url(url: str) -> str:
-    """w3lib's canonical form (sorted query, no fragment, normalised escapes), without a default port.
-    Cached: navigation links repeat on every page of a site, and w3lib is the parser's slowest step."""
+    """w3lib's canonical form (sorted query, no fragment, normalised escapes), without a default port
+    or session ids. Cached: navigation links repeat on every page of a site, and w3lib is the
+    parser's slowest step."""
     url = canonicalize_url(url.strip())
     parts = urlsplit(url)
-    if parts.port is not None and DEFAULT_PORTS.get(parts.scheme) == parts.port:
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        url = urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
+    path, query = parts.path, parts.query
+    if ";" in path:
+        path = PATH_SESSION.sub("", path)
+    if query and ("ss" in query.lower() or "sid=" in query.lower() or "cf" in query.lower()):
+        query = "&".join(pair for pair in query.split("&") if not _session_pair(pair))
+    default_port = parts.port is not None and DEFAULT_PORTS.get(parts.scheme) == parts.port
+    if default_port or (path, query) != (parts.path, parts.query):
+        host = parts.netloc
+        if default_port:
+            host = parts.hostname or ""
+            host = f"[{host}]" if ":" in host else host
+        url = urlunsplit((parts.scheme, host, path, query, ""))
     return url
+
+
+def _session_pair(pair: str) -> bool:
+    name, _, value = pair.partition("=")
+    return bool(SESSION_NAMES.match(name) or (SESSION_TOKEN.match(name) and TOKEN_VALUE.match(value)))
 
 
 def host_of(url: str) -> str:
@@ -38,6 +59,7 @@ class UrlRules:
     def __init__(self, config: CrawlConfig):
         self.max_url_length = config.fetch.max_url_length
         self.max_host_length = config.fetch.max_host_length
+        self.max_segments, self.max_repeats = config.urls.max_path_segments, config.urls.max_segment_repeats
         self.allow = [re.compile(p) for p in config.urls.allow]
         self.deny = [re.compile(p) for p in config.urls.deny]
         self._verdicts: dict[str, str | None] = {}
@@ -66,11 +88,27 @@ class UrlRules:
             return f"scheme {parts.scheme!r} is not crawled"
         if not hostname:
             return "no host"
+        if not HOSTNAME.fullmatch(hostname):
+            return f"malformed host {hostname!r}"
+        if parts.username is not None:
+            return "credentials in the URL: not sent to any server"
         if len(hostname) > self.max_host_length:
             return f"host longer than {self.max_host_length}"
+        trap = self._trap(parts.path)
+        if trap:
+            return trap
         if self.allow and not any(p.search(url) for p in self.allow):
             return "matches no allow pattern"
         for pattern in self.deny:
             if pattern.search(url):
                 return f"matches deny pattern {pattern.pattern!r}"
+        return None
+
+    def _trap(self, path: str) -> str | None:
+        """Paths that only a crawler trap makes: too deep, or one segment again and again."""
+        segments = [segment for segment in path.split("/") if segment]
+        if len(segments) > self.max_segments:
+            return f"crawler trap: more than urls.max_path_segments {self.max_segments} path segments"
+        if len(segments) > self.max_repeats and max(Counter(segments).values()) > self.max_repeats:
+            return f"crawler trap: a path segment repeated more than urls.max_segment_repeats {self.max_repeats} times"
         return None

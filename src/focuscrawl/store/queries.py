@@ -7,8 +7,10 @@ scores, the adaptation's log). During a crawl, ``store.queries``; afterwards,
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +22,12 @@ from focuscrawl.store.schema import QUEUED, SKIPPED
 from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA, NearDuplicateRecords
 from focuscrawl.store.search_index import SEARCH_SCHEMA, SearchIndex
 from focuscrawl.store.sql import rows_in
+
+_VARYING = re.compile(r"[a-z][a-z0-9+.-]*://\S+|\d{4,}")  # URLs, sizes and ports in a reason (not statuses)
+
+
+def _placeholder(match: re.Match) -> str:
+    return "URL" if "://" in match.group() else "N"
 
 
 def read_only(directory: Path, any_thread: bool = False) -> sqlite3.Connection:
@@ -180,10 +188,16 @@ class Queries:
             " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
         return fetched, errors, int(refused), attempts
 
-    def errors_by_kind(self, limit: int = 12) -> list[tuple[str, int]]:
-        """The commonest fetch errors (not refusals), with how often each happened."""
-        return self.db.execute("SELECT error, COUNT(*) FROM fetches WHERE error IS NOT NULL AND NOT refused"
-                               " GROUP BY error ORDER BY COUNT(*) DESC LIMIT ?", (limit,)).fetchall()
+    def failures_by_reason(self, limit: int = 12) -> list[tuple[str, int]]:
+        """What went wrong, commonest first: errors, refusals (marked so) and HTTP error statuses,
+        with URLs and long numbers taken out so that one cause is one line."""
+        rows = self.db.execute(
+            "SELECT CASE WHEN error IS NOT NULL THEN error ELSE 'HTTP ' || status END, refused, COUNT(*) FROM fetches"
+            " WHERE error IS NOT NULL OR status >= 400 GROUP BY 1, 2")
+        reasons = Counter()
+        for reason, refused, count in rows:
+            reasons[("refused: " if refused else "") + _VARYING.sub(_placeholder, reason)] += count
+        return reasons.most_common(limit)
 
     def hosts_by_pages(self, limit: int = 12) -> list[tuple[str, int, int, str | None]]:
         """The hosts with the most pages fetched: (host, fetched, queued, status if recorded)."""

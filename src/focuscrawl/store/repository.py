@@ -466,7 +466,8 @@ def crawl_status(db: sqlite3.Connection) -> dict:
     state = meta.get("state", "new")
     if state in ("running", "paused") and not _pid_alive(int(meta.get("pid", 0) or 0)):
         state = "stopped"
-    fetched, errors, refused, attempts = Queries(db).fetch_counts()
+    queries = Queries(db)
+    fetched, errors, refused, attempts = queries.fetch_counts()
     stored, harvest, relevant, duplicates = db.execute(
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
@@ -487,6 +488,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "relevant_pages": relevant,
         "duplicates": duplicates,
         "bad_hosts": db.execute("SELECT COUNT(*) FROM hosts WHERE status = 'bad'").fetchone()[0],
+        "failures": dict(queries.failures_by_reason()),  # errors, refusals and HTTP error statuses, by reason
         "stop_reason": meta.get("stop_reason"),
         "pages_indexed": index.size() if index else None,  # in the search index
         "index_links_behind": index.anchors_behind() if index else None,  # links whose anchors it has not read yet

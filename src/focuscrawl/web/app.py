@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.parse
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -99,7 +100,7 @@ class Crawls:
         return known[name]
 
 
-def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
+def create_app(directories: list[Path], token: str | None = None, allow_loopback: bool = False) -> FastAPI:
     crawls = Crawls(directories)
     app = FastAPI(title="focuscrawl portal", description="Search the pages of focused crawls (BINGO! §2.4.12, §4.1).")
     if token is not None:
@@ -109,7 +110,7 @@ def create_app(directories: list[Path], token: str | None = None) -> FastAPI:
     csrf = secrets.token_urlsafe(24)  # in every page; state-changing requests must carry it
     _api_routes(app, crawls)
     _page_routes(app, crawls, csrf)
-    _dashboard_routes(app, crawls, csrf)
+    _dashboard_routes(app, crawls, csrf, allow_loopback)
     _feedback_routes(app, crawls, csrf)
     _reviser_routes(app, crawls, csrf)
     _feature_routes(app, crawls, csrf)
@@ -281,7 +282,7 @@ def _page_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
             "page": page, "similar": engine.similar(url_id), **neighbours(crawls, crawl, url_id)})
 
 
-def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
+def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str, allow_loopback: bool) -> None:
     """The crawl dashboard and its live feed; stop, pause and resume are POSTs that carry the page's
     CSRF token (a page of another site cannot submit them)."""
 
@@ -322,7 +323,7 @@ def _dashboard_routes(app: FastAPI, crawls: Crawls, csrf: str) -> None:
     async def control(request: Request, crawl: str, action: Literal["stop", "pause", "resume"]):
         _check_csrf(str((await request.form()).get("csrf", "")), csrf)
         act, message = {"stop": (stop_crawl, "stopping: committed pages stay"), "pause": (pause_crawl, "pausing"),
-                        "resume": (resume_crawl, "resuming")}[action]
+                        "resume": (partial(resume_crawl, allow_loopback=allow_loopback), "resuming")}[action]
         try:
             act(directory_of(crawl))
         except ControlError as error:

@@ -28,7 +28,7 @@ def dashboard_state(directory: Path) -> dict:
     with closing(read_only(directory)) as db:
         state = crawl_status(db)
         queries = Queries(db)
-        state["errors_by_kind"] = [{"error": error, "count": count} for error, count in queries.errors_by_kind()]
+        state["failures_by_reason"] = [{"reason": reason, "count": count} for reason, count in queries.failures_by_reason()]
         state["hosts"] = [{"host": host, "fetched": fetched, "queued": queued, "status": status or "ok"}
                           for host, fetched, queued, status in queries.hosts_by_pages()]
         meta = queries.meta()
@@ -85,16 +85,17 @@ def _crawled_now(directory: Path) -> bool:
     return False
 
 
-def resume_crawl(directory: Path) -> int:
+def resume_crawl(directory: Path, allow_loopback: bool = False) -> int:
     """Let a paused crawl go on (SIGUSR2), or start ``focuscrawl resume`` on a crawl that is not
-    running; returns the crawl's process id."""
+    running, refusing loopback addresses unless allowed; returns the crawl's process id."""
     state = dashboard_state(directory)
     if state["state"] == "paused":
         return _signal(directory, signal.SIGUSR2, ("paused",), "resumed")
     if state["state"] == "running":
         raise ControlError(f"the crawl in {directory} is running already")
     log = open(CrawlDir(directory).resume_output, "ab")
-    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "resume", str(directory), "-q"],
+    guard = [] if allow_loopback else ["--refuse-loopback"]
+    process = subprocess.Popen([sys.executable, "-m", "focuscrawl", "resume", str(directory), "-q", *guard],
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     return process.pid

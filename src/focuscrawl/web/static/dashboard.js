@@ -81,7 +81,7 @@
       setText("pages_per_second", ((last.pages - previous.pages) / (last.time - previous.time)).toFixed(1));
     }
     if (last) previous = last;
-    list("errors", state.errors_by_kind, (e) => `${e.count} × ${e.error}`);
+    list("errors", state.failures_by_reason, (e) => `${e.count} × ${e.reason}`);
     list("hosts", state.hosts, (h) => `${h.host}: ${h.fetched} fetched, ${h.queued} queued (${h.status})`);
     draw(state.series);
     root.dataset.updates = String(Number(root.dataset.updates || 0) + 1);
