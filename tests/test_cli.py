@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -125,6 +126,38 @@ def test_unreachable_example_urls_fail_with_one_line_and_leave_a_failed_crawl(se
     status = json.loads(focuscrawl("status", out, "--json").stdout)
     assert status["state"] == "failed" and status["pages_fetched"] == 0
     assert "gone.html: example skipped: robots.txt unreachable: cannot connect" in (out / "crawl.log").read_text()
+
+
+def test_every_command_on_a_crawl_with_a_truncated_warc_or_a_malformed_config_fails_in_lines_of_its_own(serve, tmp_path):
+    server = serve(TOPIC_SITE)
+    write_examples(tmp_path)
+    made = focuscrawl("crawl", "--seed", server.url("/"), "--positive", tmp_path / "pos", "--negative",
+                      tmp_path / "neg.txt", "--out", tmp_path / "good", "-q")
+    assert made.returncode == 0, made.stderr
+    broken = {"truncated-warc": lambda d: _cut_in_half(next((d / "warc").glob("*.warc.gz"))),
+              "malformed-yaml": lambda d: (d / "config.yml").write_text("seeds: [unclosed\n  budget: {max_pages: -3}\n"),
+              "invalid-config": lambda d: (d / "config.yml").write_text("budget: {max_pages: -3}\nfetch: {concurrency: lots}\n")}
+    for kind, breaking in broken.items():
+        directory = tmp_path / kind
+        shutil.copytree(tmp_path / "good", directory)
+        breaking(directory)
+        for command in READERS_OF_CONFIG_OR_WARC:
+            args = [part.format(dir=directory) for part in command] if "{dir}" in command else [*command, directory]
+            run = focuscrawl(*args)
+            lines = run.stderr.strip().splitlines()
+            assert "Traceback" not in run.stderr, (kind, args, run.stderr[-800:])
+            assert run.returncode == 0 or (run.returncode == 2 and lines and all(line.startswith("error: ") for line in lines)), \
+                (kind, args, run.stderr[-800:])
+        if kind != "truncated-warc":  # a config the crawl cannot go on with is named
+            assert "config.yml" in focuscrawl("resume", directory).stderr
+
+
+READERS_OF_CONFIG_OR_WARC = (("resume",), ("status",), ("export",), ("index",), ("classify", "{dir}", "http://x/"),
+                             ("apprentice", "report"), ("organise", "filter", "{dir}", "--loss", "0.1"))
+
+
+def _cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
 def test_bench_with_an_unknown_order_ends_in_one_line():
