@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Union
 
@@ -10,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from focuscrawl.config import validate_config
+from focuscrawl.testweb.postgres import PostgresUnavailable, ThrowawayPostgres
 from focuscrawl.testweb.server import ThreadedServer
 
 
@@ -108,3 +110,20 @@ def critic_crawl(serve, make_config, tmp_path):
     asyncio.run(Crawler.create(config, directory).run())
     index_crawl(directory)  # link analysis for the authority order
     return directory, site
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn():
+    """A PostgreSQL server for the shared backend: ``FOCUSCRAWL_PG``, or a throw-away cluster on a
+    Unix socket. Without PostgreSQL installed the tests skip, except in CI, where they fail."""
+    if os.environ.get("FOCUSCRAWL_PG"):
+        yield os.environ["FOCUSCRAWL_PG"]
+        return
+    try:
+        cluster = ThrowawayPostgres()
+    except PostgresUnavailable as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"{error}; install postgresql or set FOCUSCRAWL_PG")
+    yield cluster.dsn
+    cluster.stop()

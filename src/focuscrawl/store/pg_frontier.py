@@ -1,0 +1,297 @@
+"""The shared frontier on PostgreSQL: many stateless workers (processes or machines) hand out
+one crawl's URLs, without a coordinator of our own.
+
+A worker *leases a host*: the ready host whose best queued URL is the best of the frontier
+(``FOR UPDATE SKIP LOCKED``, so workers never wait on each other), and takes a batch of that
+host's best URLs, marked in flight under its name. While the lease holds, no other worker asks
+that host: its politeness interval and connection limit are the lessee's, kept by the local
+:class:`~focuscrawl.fetch.hosts.Hosts` clock, and when the lease ends the next allowed start is
+written back, so the interval holds across the hand-over too. A worker renews its leases as it
+goes; a lease that expires (the worker was killed) gives the host and its URLs in flight to the
+next worker that leases it. The seen set is a unique index on a 64-bit hash of the URL, on disk.
+All times are the database's clock, so workers on several machines agree.
+
+One crawl is one PostgreSQL schema (``crawl_<name>``), created on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+
+import psycopg
+
+from focuscrawl.fetch.hosts import BAD, Hosts
+from focuscrawl.frontier import REVIVABLE, Discovered, Item, Seen
+from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
+
+NOW = "extract(epoch from clock_timestamp())"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS hosts (
+    host text PRIMARY KEY,
+    best double precision,                            -- priority of its best queued URL; NULL: none queued
+    next_allowed double precision NOT NULL DEFAULT 0, -- no request may start before (epoch seconds)
+    lease_owner text,
+    lease_until double precision NOT NULL DEFAULT 0,
+    status text NOT NULL DEFAULT 'ok'
+);
+CREATE INDEX IF NOT EXISTS hosts_by_best ON hosts (best DESC) WHERE best IS NOT NULL;
+CREATE INDEX IF NOT EXISTS hosts_leased ON hosts (lease_until) WHERE lease_owner IS NOT NULL;
+CREATE TABLE IF NOT EXISTS urls (
+    id bigserial PRIMARY KEY,
+    url_hash bigint NOT NULL UNIQUE,                  -- the seen set
+    url text NOT NULL,
+    host text NOT NULL,
+    depth integer NOT NULL,
+    parent_id bigint,
+    priority double precision NOT NULL,
+    state smallint NOT NULL,                          -- {QUEUED} queued, {IN_FLIGHT} in flight, {DONE} done, {SKIPPED} skipped
+    skip_reason text,
+    owner text,                                       -- the worker that has it in flight
+    discovered_at double precision NOT NULL,
+    tunnel integer NOT NULL DEFAULT 0,
+    queue text NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS urls_queued ON urls (host, priority DESC, id) WHERE state = {QUEUED};
+CREATE TABLE IF NOT EXISTS workers (
+    worker text PRIMARY KEY,
+    done bigint NOT NULL DEFAULT 0,                   -- URLs fetched (not refused) by this worker
+    seen_at double precision NOT NULL
+);
+"""
+
+
+def url_hash(url: str) -> int:
+    """64 bits of BLAKE2b, signed for PostgreSQL's bigint: a collision among 10 M URLs has odds of about 3e-6."""
+    return int.from_bytes(hashlib.blake2b(url.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def connect(dsn: str, crawl: str) -> psycopg.Connection:
+    """A connection whose tables are the crawl's (its schema, created if new); autocommit: every
+    statement below is its own transaction unless grouped."""
+    if not re.fullmatch(r"[a-z0-9_]{1,40}", crawl):
+        raise ValueError(f"crawl name {crawl!r}: use 1 to 40 of a-z, 0-9 and _")
+    db = psycopg.connect(dsn, autocommit=True)
+    schema = f"crawl_{crawl}"
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))  # workers starting together
+        db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        db.execute(f"SET search_path TO {schema}")
+        db.execute(SCHEMA)
+    return db
+
+
+@dataclass
+class Lease:
+    """A host this worker holds: the URLs it took, best first."""
+
+    host: str
+    items: list[Item] = field(default_factory=list)
+
+
+class PgFrontier:
+    """The worker's side of the shared frontier (the crawl's :class:`~focuscrawl.frontier.Frontier`
+    protocol: seen set, queue, hand-out, finish). ``leases``: hosts held at once; ``batch``: URLs
+    taken per lease; ``lease_seconds``: how long a lease lives without renewal."""
+
+    def __init__(self, db: psycopg.Connection, worker: str, hosts: Hosts, leases: int = 16, batch: int = 8,
+                 lease_seconds: float = 30.0):
+        self.db, self.worker, self.hosts = db, worker, hosts
+        self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
+        self.leases: dict[str, Lease] = {}
+        self.size = 0  # URLs queued over the whole frontier, as last counted
+        self.in_flight = 0  # this worker's
+        self.done = 0  # over all workers, as last counted, plus this worker's since
+        self.lost = 0  # URLs finished after their lease had expired (another worker may have fetched them)
+        self._renewed = self._counted = 0.0
+        self._waiting_until = 0.0  # no host to lease before this (monotonic)
+
+    def load(self) -> int:
+        """Register this worker and count the frontier; nothing to requeue (expired leases are)."""
+        self.db.execute(f"INSERT INTO workers (worker, seen_at) VALUES (%s, {NOW}) ON CONFLICT (worker) DO UPDATE"
+                        f" SET seen_at = EXCLUDED.seen_at", (self.worker,))
+        self.resync()
+        return 0
+
+    def resync(self) -> None:
+        self.size = self.db.execute(f"SELECT COUNT(*) FROM urls WHERE state = {QUEUED}").fetchone()[0]
+        self.done = self.db.execute("SELECT COALESCE(SUM(done), 0) FROM workers").fetchone()[0]
+        self._counted = time.monotonic()
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def known(self, urls: list[str]) -> dict[str, Seen]:
+        rows = self.db.execute("SELECT url, id, state, priority, skip_reason FROM urls WHERE url_hash = ANY(%s)",
+                               ([url_hash(url) for url in urls],))
+        return {url: Seen(*rest) for url, *rest in rows}
+
+    def add(self, found: list[Discovered], depth: int, parent_id: int | None,
+            known: dict[str, Seen] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
+        """Queue discovered URLs (one statement for the new ones, one for those found again with
+        a better priority or an admissible link), raise their hosts' best; returns their ids."""
+        found = [(url, host, priority, "host marked bad" if skip is None and self.hosts[host].status == BAD else skip)
+                 for url, host, priority, skip in found]
+        for attempt in range(3):
+            try:
+                ids = self._add(sorted(found, key=lambda row: url_hash(row[0])), depth, parent_id, tunnel, queue)
+                break
+            except psycopg.errors.DeadlockDetected:  # two workers queueing the same URLs in another order
+                if attempt == 2:
+                    raise
+        self.size += sum(skip is None for *_, skip in found)  # an estimate until the next count
+        return [ids[url_hash(url)] for url, *_ in found]
+
+    def _add(self, found: list[tuple], depth: int, parent_id: int | None, tunnel: int, queue: str) -> dict[int, int]:
+        """One transaction: insert the new URLs, readmit the known ones, raise the hosts' best;
+        the ids by URL hash."""
+        with self.db.transaction():
+            self.db.execute(
+                f"INSERT INTO urls (url_hash, url, host, depth, parent_id, priority, state, skip_reason, discovered_at,"
+                f" tunnel, queue) SELECT h, u, host, %s, %s, p, CASE WHEN s IS NULL THEN {QUEUED} ELSE {SKIPPED} END, s,"
+                f" {NOW}, %s, %s FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[])"
+                f" AS t(h, u, host, p, s) ON CONFLICT (url_hash) DO NOTHING",
+                (depth, parent_id, tunnel, queue, [url_hash(u) for u, *_ in found], [u for u, *_ in found],
+                 [h for _, h, _, _ in found], [p for _, _, p, _ in found], [s for *_, s in found]))
+            admitted = [(url_hash(u), p) for u, _, p, s in found if s is None]
+            self.db.execute(
+                f"UPDATE urls SET priority = t.p, state = {QUEUED}, skip_reason = NULL, depth = %s, parent_id = %s,"
+                f" tunnel = %s, queue = %s FROM unnest(%s::bigint[], %s::float8[]) AS t(h, p) WHERE url_hash = t.h AND"
+                f" ((state = {QUEUED} AND t.p > priority) OR (state = {SKIPPED} AND skip_reason = ANY(%s)))",
+                (depth, parent_id, tunnel, queue, [h for h, _ in admitted], [p for _, p in admitted], list(REVIVABLE)))
+            self._raise_best({h for _, h, _, s in found if s is None})
+            return dict(self.db.execute("SELECT url_hash, id FROM urls WHERE url_hash = ANY(%s)",
+                                        ([url_hash(u) for u, *_ in found],)).fetchall())
+
+    def _raise_best(self, names: set[str]) -> None:
+        """Hosts' best priority from their queued URLs (new hosts get a row)."""
+        if names:
+            self.db.execute(
+                f"INSERT INTO hosts (host, best) SELECT h, (SELECT MAX(priority) FROM urls WHERE host = h AND state"
+                f" = {QUEUED}) FROM unnest(%s::text[]) AS t(h) ON CONFLICT (host) DO UPDATE SET best = EXCLUDED.best",
+                (sorted(names),))
+
+    def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
+        """A redirect's final URL has been fetched too: never queue it again."""
+        self.add([Discovered(url, host, 0.0, "fetched as a redirect target")], depth, parent_id)
+        self.db.execute(f"UPDATE urls SET state = {DONE}, skip_reason = 'fetched as a redirect target' WHERE"
+                        f" url_hash = %s AND state IN ({QUEUED}, {SKIPPED})", (url_hash(url),))
+
+    # -- hand-out ----------------------------------------------------------------------------
+
+    def next_ready(self) -> Item | None:
+        """The best URL of a leased host that politeness lets us ask now; leases the best ready
+        host of the frontier when this worker holds fewer than its share."""
+        now = time.monotonic()
+        if now - self._renewed > self.lease_seconds / 3:
+            self._renew()
+        if now - self._counted > 1.0:
+            self.resync()
+        ready = [lease for lease in self.leases.values() if lease.items and self._may_ask(lease.host, now)]
+        if not ready and len(self.leases) < self.max_leases and now >= self._waiting_until:
+            lease = self._lease()
+            ready = [lease] if lease is not None and self._may_ask(lease.host, now) else []
+        if not ready:
+            return None
+        lease = max(ready, key=lambda lease: lease.items[0].priority)
+        item = lease.items.pop(0)
+        self.hosts[item.host].active += 1
+        self.in_flight += 1
+        return item
+
+    def _may_ask(self, name: str, now: float) -> bool:
+        host = self.hosts[name]
+        return host.status != BAD and host.active < self.hosts.connections and host.next_start <= now
+
+    def _lease(self) -> Lease | None:
+        """Lease the best host no live worker holds and whose interval has passed (a host whose
+        lessee died first); take its URLs, those in flight under the expired lease back first."""
+        with self.db.transaction():
+            row = self.db.execute(
+                f"SELECT host, next_allowed - {NOW} FROM hosts WHERE (best IS NOT NULL OR lease_owner IS NOT NULL)"
+                f" AND status <> 'bad' AND lease_until < {NOW} ORDER BY lease_owner IS NULL, next_allowed > {NOW},"
+                f" best DESC LIMIT 1 FOR UPDATE SKIP LOCKED").fetchone()
+            if row is None:
+                self._waiting_until = time.monotonic() + 0.05
+                return None
+            name, wait = row
+            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE host = %s AND state = {IN_FLIGHT}",
+                            (name,))  # a dead lessee's; a live one would hold the lease
+            items = self._take(name)
+            self.db.execute(f"UPDATE hosts SET lease_owner = %s, lease_until = {NOW} + %s, best = (SELECT MAX(priority)"
+                            f" FROM urls WHERE host = %s AND state = {QUEUED}) WHERE host = %s",
+                            (self.worker if items else None, self.lease_seconds if items else -1e9, name, name))
+        if not items:  # its best was stale: none queued any more
+            return None
+        if wait > 0:  # the last lessee's interval is not over
+            host = self.hosts[name]
+            host.next_start = max(host.next_start, time.monotonic() + wait)
+        lease = self.leases[name] = Lease(name, items)
+        return lease
+
+    def _take(self, name: str) -> list[Item]:
+        rows = self.db.execute(
+            f"UPDATE urls SET state = {IN_FLIGHT}, owner = %s WHERE id IN (SELECT id FROM urls WHERE host = %s AND state"
+            f" = {QUEUED} ORDER BY priority DESC, id LIMIT %s) RETURNING id, url, host, depth, parent_id, priority,"
+            f" tunnel, queue", (self.worker, name, self.batch)).fetchall()
+        return sorted((Item(*row) for row in rows), key=lambda item: (-item.priority, item.url_id))
+
+    def _renew(self) -> None:
+        self.db.execute(f"UPDATE hosts SET lease_until = {NOW} + %s WHERE lease_owner = %s AND host = ANY(%s)",
+                        (self.lease_seconds, self.worker, list(self.leases)))
+        self.db.execute(f"UPDATE workers SET seen_at = {NOW} WHERE worker = %s", (self.worker,))
+        self._renewed = time.monotonic()
+
+    def seconds_to_next(self) -> float | None:
+        """How long until a leased host may be asked again (or another host may be leased)."""
+        now = time.monotonic()
+        waits = [self.hosts[name].next_start - now for name, lease in self.leases.items() if lease.items]
+        if len(self.leases) < self.max_leases:
+            waits.append(self._waiting_until - now)
+        return max(0.0, min(waits)) if waits else None
+
+    def finish(self, item: Item, refused: str | None = None) -> bool:
+        """The URL has been handled; False if this worker's lease on it had expired meanwhile."""
+        with self.db.transaction():
+            mine = self.db.execute(f"UPDATE urls SET state = {DONE}, skip_reason = %s, owner = NULL WHERE id = %s AND"
+                                   f" owner = %s AND state = {IN_FLIGHT}", (refused, item.url_id, self.worker)).rowcount
+            if refused is None:
+                self.db.execute("UPDATE workers SET done = done + 1 WHERE worker = %s", (self.worker,))
+        self.done += refused is None
+        self.lost += not mine
+        return bool(mine)
+
+    def release(self, item: Item) -> None:
+        """Free the host's connection slot; a lease whose batch is fetched is given back."""
+        self.hosts[item.host].active -= 1
+        self.in_flight -= 1
+        lease = self.leases.get(item.host)
+        if lease is not None and not lease.items and self.hosts[item.host].active == 0:
+            self._give_back(lease)
+
+    def _give_back(self, lease: Lease) -> None:
+        """End a lease: the host's next allowed start and best priority go back to the table."""
+        wait = max(0.0, self.hosts[lease.host].next_start - time.monotonic())
+        self.db.execute(
+            f"UPDATE hosts SET lease_owner = NULL, lease_until = 0, next_allowed = {NOW} + %s, best = (SELECT"
+            f" MAX(priority) FROM urls WHERE host = %s AND state = {QUEUED}), status = %s WHERE host = %s AND lease_owner = %s",
+            (wait, lease.host, self.hosts[lease.host].status, lease.host, self.worker))
+        del self.leases[lease.host]
+
+    def close(self) -> None:
+        """Give back every lease (URLs taken and not fetched return to the queue)."""
+        for lease in list(self.leases.values()):
+            ids = [item.url_id for item in lease.items]
+            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id = ANY(%s) AND owner = %s",
+                            (ids, self.worker))
+            lease.items.clear()
+            self._give_back(lease)
+
+    def drop_host(self, name: str) -> int:
+        """A bad host: its queued URLs are skipped for the rest of the crawl, by every worker."""
+        dropped = self.db.execute(f"UPDATE urls SET state = {SKIPPED}, skip_reason = 'host marked bad' WHERE host = %s"
+                                  f" AND state = {QUEUED}", (name,)).rowcount
+        self.db.execute("UPDATE hosts SET status = 'bad', best = NULL WHERE host = %s", (name,))
+        self.size -= dropped
+        return dropped

@@ -1,0 +1,107 @@
+"""The shared frontier on a real PostgreSQL (a throw-away cluster, see conftest): workers that
+share it hand out every URL once, hold hosts exclusively, keep a host's interval across the
+hand-over, and take back the URLs of a worker whose lease expired."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+import pytest
+
+from focuscrawl.config import validate_config
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.frontier import Discovered
+from focuscrawl.store.pg_frontier import PgFrontier, connect
+
+
+@pytest.fixture
+def crawl(postgres_dsn):
+    """A new crawl's name; its schema is dropped afterwards."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    yield name
+    with connect(postgres_dsn, name) as db:
+        db.execute(f"DROP SCHEMA crawl_{name} CASCADE")
+
+
+def worker(dsn: str, crawl: str, name: str, interval: float = 0.0, **options) -> PgFrontier:
+    hosts = Hosts(validate_config({"seeds": ["http://x/"], "strategy": "bfs", "politeness": {"min_interval": interval, "per_host_connections": 2}}, "test"))
+    frontier = PgFrontier(connect(dsn, crawl), name, hosts, **options)
+    frontier.load()
+    return frontier
+
+
+def links(count: int, hosts: int, seed: int = 1) -> list[Discovered]:
+    rng = random.Random(seed)
+    return [Discovered(f"http://h{i % hosts}.test/p{i}", f"h{i % hosts}.test", rng.random(), None) for i in range(count)]
+
+
+def test_two_workers_hand_out_every_url_once(postgres_dsn, crawl):
+    a, b = worker(postgres_dsn, crawl, "a", batch=3), worker(postgres_dsn, crawl, "b", batch=3)
+    ids = a.add(links(120, 12), 1, None)
+    assert len(set(ids)) == 120
+    handed: list[tuple[str, int]] = []
+    for _ in range(1000):
+        items = [(w, w.next_ready()) for w in (a, b)]
+        for w, item in items:
+            if item is not None:
+                handed.append((w.worker, item.url_id))
+                assert w.finish(item)
+                w.release(item)
+        if not any(item for _, item in items) and a.db.execute("SELECT COUNT(*) FROM urls WHERE state < 2").fetchone()[0] == 0:
+            break
+    assert sorted(url_id for _, url_id in handed) == sorted(ids)  # each once
+    assert {name for name, _ in handed} == {"a", "b"}
+    a.resync()
+    assert a.done == 120 and a.size == 0
+
+
+def test_a_leased_host_is_asked_by_its_lessee_only_and_the_best_host_goes_first(postgres_dsn, crawl):
+    a, b = worker(postgres_dsn, crawl, "a", batch=50), worker(postgres_dsn, crawl, "b", batch=50)
+    a.add([Discovered(f"http://best.test/{i}", "best.test", 0.9, None) for i in range(5)]
+          + [Discovered(f"http://other.test/{i}", "other.test", 0.2, None) for i in range(5)], 1, None)
+    first = a.next_ready()
+    assert first.host == "best.test"
+    taken = [b.next_ready() for _ in range(5)]
+    assert {item.host for item in taken if item} == {"other.test"}  # best.test is a's while its lease holds
+    assert all(item is None or item.host != "best.test" for item in taken)
+
+
+def test_urls_of_a_worker_whose_lease_expired_go_to_another_and_its_late_finish_is_counted_lost(postgres_dsn, crawl):
+    dead = worker(postgres_dsn, crawl, "dead", batch=5, lease_seconds=0.3)
+    dead.add(links(5, 1), 1, None)
+    taken = dead.next_ready()
+    assert taken is not None  # and then the worker is killed: it never finishes nor renews
+    alive = worker(postgres_dsn, crawl, "alive", batch=5, lease_seconds=30)
+    assert alive.next_ready() is None  # the lease still holds
+    time.sleep(0.4)
+    again = [alive.next_ready() for _ in range(2)]
+    assert taken.url_id in {item.url_id for item in again if item}  # the dead worker's URL in flight comes back
+    assert not dead.finish(taken) and dead.lost == 1
+
+
+def test_a_hosts_interval_holds_across_workers(postgres_dsn, crawl):
+    a = worker(postgres_dsn, crawl, "a", interval=0.5, batch=1)
+    b = worker(postgres_dsn, crawl, "b", interval=0.5, batch=1)
+    a.add(links(2, 1), 1, None)
+    first = a.next_ready()
+    a.hosts.reserve(first.host)  # the request starts: the fetcher books the host's clock
+    started = time.monotonic()
+    a.finish(first)
+    a.release(first)  # its batch is done: the lease goes back with the next allowed start
+    second = None
+    while second is None:
+        second = b.next_ready()
+        assert time.monotonic() - started < 5
+        time.sleep(0.01)
+    assert time.monotonic() - started >= 0.45
+
+
+def test_the_seen_set_is_shared(postgres_dsn, crawl):
+    a, b = worker(postgres_dsn, crawl, "a"), worker(postgres_dsn, crawl, "b")
+    found = links(30, 3)
+    assert a.add(found, 1, None) == b.add(found, 2, None)
+    assert a.db.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 30
+    known = b.known([url for url, *_ in found[:10]] + ["http://new.test/"])
+    assert len(known) == 10 and all(seen.state == 0 for seen in known.values())
