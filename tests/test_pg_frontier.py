@@ -75,9 +75,11 @@ def test_urls_of_a_worker_whose_lease_expired_go_to_another_and_its_late_finish_
     assert taken is not None  # and then the worker is killed: it never finishes nor renews
     alive = worker(postgres_dsn, crawl, "alive", batch=5, lease_seconds=30)
     assert alive.next_ready() is None  # the lease still holds
-    time.sleep(0.4)
-    again = [alive.next_ready() for _ in range(2)]
-    assert taken.url_id in {item.url_id for item in again if item}  # the dead worker's URL in flight comes back
+    again, deadline = [], time.monotonic() + 5  # expired leases are looked for about once a second
+    while taken.url_id not in {item.url_id for item in again} and time.monotonic() < deadline:
+        again += filter(None, [alive.next_ready()])
+        time.sleep(0.01)
+    assert taken.url_id in {item.url_id for item in again}  # the dead worker's URL in flight comes back
     assert not dead.finish(taken) and dead.lost == 1
 
 
