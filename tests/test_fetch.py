@@ -271,3 +271,33 @@ def test_a_redirect_to_a_cloud_metadata_address_is_refused_at_the_hop(serve, mak
 
     response = asyncio.run(go())
     assert response.refused and "169.254.169.254 is link-local" in response.error
+
+
+def test_trap_paths_malformed_hosts_and_credentials_are_refused_and_session_ids_dropped(make_config):
+    from focuscrawl.fetch.urls import UrlRules, canonical_url
+
+    rules = UrlRules(make_config(seeds=["http://x/"]))
+    assert rules.rejection("http://a.test/a/b/a/b/a/b/a/").startswith("crawler trap: a path segment repeated")
+    assert rules.rejection("http://a.test/" + "/".join(f"s{i}" for i in range(21))).startswith("crawler trap: more than")
+    assert rules.rejection("http://a.test/docs/api/v1/index.html") is None
+    assert rules.rejection("http://exa mple.test/").startswith("malformed host")
+    assert rules.rejection("http://user:secret@a.test/").startswith("credentials in the URL")
+    assert rules.rejection("http://[fe80::1%25eth0]/") is None  # an address: the address policy decides
+    assert canonical_url("http://a.test/x;jsessionid=A1B2?PHPSESSID=0123456789abcdef0123&page=2") == "http://a.test/x?page=2"
+    assert canonical_url("http://a.test/?sid=0123456789abcdefABCD&q=1") == "http://a.test/?q=1"
+    assert canonical_url("http://a.test/story?sid=42") == "http://a.test/story?sid=42"  # a story number, not a session
+
+
+def test_a_retry_after_pushes_the_hosts_next_start(serve, make_config):
+    state = {"asked": []}
+
+    async def handle(request):
+        state["asked"].append(asyncio.get_running_loop().time())
+        if len(state["asked"]) == 1:
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        return web.Response(text="<html><body>ok</body></html>", content_type="text/html")
+
+    server = serve(handle)
+    (response,), _ = fetch_all(make_config(seeds=["http://x/"], politeness={"robots": False}), server.url("/"))
+    assert response.status == 200 and response.attempts == 2
+    assert state["asked"][1] - state["asked"][0] >= 0.95
