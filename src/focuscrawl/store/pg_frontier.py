@@ -28,6 +28,7 @@ from focuscrawl.frontier import REVIVABLE, Discovered, Item, Seen
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 NOW = "extract(epoch from clock_timestamp())"
+COUNT_CAP = 10_000
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS hosts (
     host text PRIMARY KEY,
@@ -108,6 +109,7 @@ class PgFrontier:
         self.leases: dict[str, Lease] = {}
         self.size = 0  # URLs queued over the whole frontier, as last counted
         self.in_flight = 0  # this worker's
+        self.others_in_flight = 0  # the other workers', as last counted: the frontier is exhausted only without them
         self.done = 0  # over all workers, as last counted, plus this worker's since
         self.lost = 0  # URLs finished after their lease had expired (another worker may have fetched them)
         self._renewed = self._counted = self._expiries_checked = 0.0
@@ -121,8 +123,15 @@ class PgFrontier:
         return 0
 
     def resync(self) -> None:
-        self.size = self.db.execute(f"SELECT COUNT(*) FROM urls WHERE state = {QUEUED}").fetchone()[0]
-        self.done = self.db.execute("SELECT COALESCE(SUM(done), 0) FROM workers").fetchone()[0]
+        """Count again (about once a second): the URLs fetched by every worker, and the queued
+        URLs and the other workers' URLs in flight up to ``COUNT_CAP`` each (an exact count of
+        10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate)."""
+        self.done, queued, others = self.db.execute(
+            f"SELECT (SELECT COALESCE(SUM(done), 0) FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
+            f" state = {QUEUED} LIMIT {COUNT_CAP}) AS q), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state ="
+            f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f)", (self.worker,)).fetchone()
+        self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
+        self.others_in_flight = others
         self._counted = time.monotonic()
 
     # -- discovery ---------------------------------------------------------------------------
@@ -149,33 +158,33 @@ class PgFrontier:
         return [ids[url_hash(url)] for url, *_ in found]
 
     def _add(self, found: list[tuple], depth: int, parent_id: int | None, tunnel: int, queue: str) -> dict[int, int]:
-        """One transaction: insert the new URLs, readmit the known ones, raise the hosts' best;
-        the ids by URL hash."""
-        with self.db.transaction():
-            self.db.execute(
-                f"INSERT INTO urls (url_hash, url, host, depth, parent_id, priority, state, skip_reason, discovered_at,"
-                f" tunnel, queue) SELECT h, u, host, %s, %s, p, CASE WHEN s IS NULL THEN {QUEUED} ELSE {SKIPPED} END, s,"
-                f" {NOW}, %s, %s FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[])"
-                f" AS t(h, u, host, p, s) ON CONFLICT (url_hash) DO NOTHING",
-                (depth, parent_id, tunnel, queue, [url_hash(u) for u, *_ in found], [u for u, *_ in found],
-                 [h for _, h, _, _ in found], [p for _, _, p, _ in found], [s for *_, s in found]))
-            admitted = [(url_hash(u), p) for u, _, p, s in found if s is None]
-            self.db.execute(
-                f"UPDATE urls SET priority = t.p, state = {QUEUED}, skip_reason = NULL, depth = %s, parent_id = %s,"
-                f" tunnel = %s, queue = %s FROM unnest(%s::bigint[], %s::float8[]) AS t(h, p) WHERE url_hash = t.h AND"
-                f" ((state = {QUEUED} AND t.p > priority) OR (state = {SKIPPED} AND skip_reason = ANY(%s)))",
-                (depth, parent_id, tunnel, queue, [h for h, _ in admitted], [p for _, p in admitted], list(REVIVABLE)))
-            self._raise_best({h for _, h, _, s in found if s is None})
-            return dict(self.db.execute("SELECT url_hash, id FROM urls WHERE url_hash = ANY(%s)",
-                                        ([url_hash(u) for u, *_ in found],)).fetchall())
-
-    def _raise_best(self, names: set[str]) -> None:
-        """Hosts' best priority from their queued URLs (new hosts get a row)."""
-        if names:
-            self.db.execute(
-                f"INSERT INTO hosts (host, best) SELECT h, (SELECT MAX(priority) FROM urls WHERE host = h AND state"
-                f" = {QUEUED}) FROM unnest(%s::text[]) AS t(h) ON CONFLICT (host) DO UPDATE SET best = EXCLUDED.best",
-                (sorted(names),))
+        """One statement (one round trip, atomic): insert the new URLs, readmit the known ones
+        found by an admissible link (a better priority, or a skip this link does not have), raise
+        their hosts' best; the ids by URL hash. Its parts see the table as it was before it."""
+        hashes = [url_hash(u) for u, *_ in found]
+        rows = self.db.execute(
+            f"WITH t AS (SELECT * FROM unnest(%(h)s::bigint[], %(u)s::text[], %(host)s::text[], %(p)s::float8[],"
+            f" %(s)s::text[]) AS t(h, u, host, p, s)),"
+            f" ins AS (INSERT INTO urls (url_hash, url, host, depth, parent_id, priority, state, skip_reason,"
+            f" discovered_at, tunnel, queue) SELECT h, u, host, %(depth)s, %(parent)s, p, CASE WHEN s IS NULL THEN"
+            f" {QUEUED} ELSE {SKIPPED} END, s, {NOW}, %(tunnel)s, %(queue)s FROM t ON CONFLICT (url_hash) DO NOTHING"
+            f" RETURNING url_hash, id, host, priority, state),"
+            f" upd AS (UPDATE urls SET priority = t.p, state = {QUEUED}, skip_reason = NULL, depth = %(depth)s,"
+            f" parent_id = %(parent)s, tunnel = %(tunnel)s, queue = %(queue)s FROM t WHERE url_hash = t.h AND t.s IS NULL"
+            f" AND ((state = {QUEUED} AND t.p > priority) OR (state = {SKIPPED} AND skip_reason = ANY(%(revivable)s)))"
+            f" RETURNING urls.host, urls.priority),"
+            f" best AS (INSERT INTO hosts (host, best) SELECT host, MAX(priority) FROM (SELECT host, priority FROM ins"
+            f" WHERE state = {QUEUED} UNION ALL SELECT host, priority FROM upd) AS q GROUP BY host ORDER BY host"
+            f" ON CONFLICT (host) DO UPDATE SET best = GREATEST(hosts.best, EXCLUDED.best))"
+            f" SELECT url_hash, id FROM ins UNION ALL SELECT url_hash, id FROM urls WHERE url_hash = ANY(%(h)s)",
+            {"h": hashes, "u": [u for u, *_ in found], "host": [h for _, h, _, _ in found],
+             "p": [p for _, _, p, _ in found], "s": [s for *_, s in found], "depth": depth, "parent": parent_id,
+             "tunnel": tunnel, "queue": queue, "revivable": list(REVIVABLE)}).fetchall()
+        ids = dict(rows)
+        missing = [h for h in hashes if h not in ids]  # inserted by another worker after this statement began
+        if missing:
+            ids.update(self.db.execute("SELECT url_hash, id FROM urls WHERE url_hash = ANY(%s)", (missing,)).fetchall())
+        return ids
 
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
         """A redirect's final URL has been fetched too: never queue it again."""
@@ -262,11 +271,11 @@ class PgFrontier:
 
     def finish(self, item: Item, refused: str | None = None) -> bool:
         """The URL has been handled; False if this worker's lease on it had expired meanwhile."""
-        with self.db.transaction():
-            mine = self.db.execute(f"UPDATE urls SET state = {DONE}, skip_reason = %s, owner = NULL WHERE id = %s AND"
-                                   f" owner = %s AND state = {IN_FLIGHT}", (refused, item.url_id, self.worker)).rowcount
-            if refused is None:
-                self.db.execute("UPDATE workers SET done = done + 1 WHERE worker = %s", (self.worker,))
+        mine = self.db.execute(  # one statement: the URL and the worker's count together
+            f"WITH f AS (UPDATE urls SET state = {DONE}, skip_reason = %s, owner = NULL WHERE id = %s AND owner = %s"
+            f" AND state = {IN_FLIGHT} RETURNING 1) UPDATE workers SET done = done + (SELECT COUNT(*) FROM f) * %s"
+            f" WHERE worker = %s RETURNING (SELECT COUNT(*) FROM f)",
+            (refused, item.url_id, self.worker, int(refused is None), self.worker)).fetchone()[0]
         self.done += refused is None
         self.lost += not mine
         return bool(mine)

@@ -28,9 +28,10 @@ def server_binaries() -> Path | None:
 
 
 class ThrowawayPostgres:
-    """Start with ``ThrowawayPostgres()``, connect with ``.dsn``, end with ``.stop()``."""
+    """Start with ``ThrowawayPostgres()`` (``settings``: server parameters, e.g. shared_buffers="1GB"),
+    connect with ``.dsn``, end with ``.stop()``."""
 
-    def __init__(self):
+    def __init__(self, **settings: str):
         binaries = server_binaries()
         if binaries is None:
             raise PostgresUnavailable("PostgreSQL is not installed (initdb and pg_ctl not found)")
@@ -43,7 +44,8 @@ class ThrowawayPostgres:
         data, self._pg_ctl = self.directory / "data", str(binaries / "pg_ctl")
         try:
             self._run(str(binaries / "initdb"), "-D", str(data), "-U", self.user, "-A", "trust", "--no-sync", "-E", "UTF8")
-            options = f"-c listen_addresses='' -k {self.directory} -c fsync=off -c max_connections=200"
+            options = " ".join([f"-c listen_addresses='' -k {self.directory} -c fsync=off -c max_connections=200",
+                                *(f"-c {name}={value}" for name, value in settings.items())])
             self._run(self._pg_ctl, "-D", str(data), "-o", options, "-l", str(self.directory / "log"), "-w", "start")
         except subprocess.CalledProcessError as error:
             log = self.directory / "log"
