@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import logging
@@ -188,3 +189,21 @@ def test_a_full_disk_stops_the_crawl_with_one_line_and_a_resume_loses_nothing(se
                          if r.rec_type == "response"}
     db = sqlite3.connect(out / "crawl.db")
     assert {url for (url,) in db.execute("SELECT url FROM fetches WHERE status = 200")} <= archived
+
+
+@pytest.mark.parametrize("stage", ["no tables", "no seeds"])
+def test_a_crawl_killed_while_it_was_created_is_started_again_and_resume_says_so(serve, make_config, tmp_path, stage):
+    from focuscrawl.store import CrawlDirError
+
+    server = serve({"/": "<html><body><a href='/a'>a</a></body></html>", "/a": "<html><body>a</body></html>"})
+    directory = tmp_path / "crawl"
+    directory.mkdir()
+    with sqlite3.connect(directory / "crawl.db") as db:  # what a kill leaves at each stage of creation
+        if stage == "no seeds":
+            db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    with pytest.raises(CrawlDirError, match="before its seeds were stored"):
+        Crawler.open(directory)
+    config = make_config(seeds=[server.url("/")])
+    asyncio.run(Crawler.create(config, directory).run())
+    with sqlite3.connect(directory / "crawl.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM fetches WHERE status = 200").fetchone()[0] == 2

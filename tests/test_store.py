@@ -21,6 +21,7 @@ from focuscrawl.parse import parse_html
 from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlDirError, Queries, SqliteFrontier, Store,
                               WarcArchive, content_hash, crawl_status, export_rows, meta_of, open_existing,
                               read_only, transaction, upgrade_schema)
+from focuscrawl.store.repository import whole_members_length
 from focuscrawl.store.schema import connect
 
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
@@ -346,7 +347,7 @@ def test_the_warc_archive_rolls_over_to_a_new_file_past_its_size_limit(tmp_path)
     archive = WarcArchive(tmp_path / "warc", max_bytes=1)
     response = Response(url="http://a.test/", final_url="http://a.test/", started_at=1.0,
                         exchanges=[exchange("http://a.test/", b"body")])
-    assert [archive.write(response) for _ in range(3)] == [f"crawl-0000{i}.warc.gz" for i in range(3)]
+    assert [archive.write(response)[0] for _ in range(3)] == [f"crawl-0000{i}.warc.gz" for i in range(3)]
     archive.close()
 
 
@@ -355,11 +356,34 @@ def test_a_new_warc_archive_appends_to_the_last_file_without_a_second_warcinfo(t
                         exchanges=[exchange("http://a.test/", b"body")])
     for _ in range(2):
         archive = WarcArchive(tmp_path / "warc", max_bytes=10_000_000)
-        assert archive.write(response) == "crawl-00000.warc.gz"
+        assert archive.write(response)[0] == "crawl-00000.warc.gz"
         archive.close()
     with open(tmp_path / "warc/crawl-00000.warc.gz", "rb") as stream:
         types = [record.rec_type for record in ArchiveIterator(stream)]
     assert types == ["warcinfo", "response", "request", "response", "request"]
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_record_torn_by_a_kill_is_cut_off_before_the_archive_appends_again(tmp_path, committed):
+    """With the committed end known (the crawl's fetches), records after it go too; without it
+    (a crawl from before offsets were stored), the file is cut after its last whole gzip member."""
+    response = Response(url="http://a.test/", final_url="http://a.test/", started_at=1.0,
+                        exchanges=[exchange("http://a.test/", b"body " * 5000)])
+    archive = WarcArchive(tmp_path / "warc", max_bytes=10_000_000)
+    name, first_end = archive.write(response)
+    _, second_end = archive.write(response)  # whole, but its fetch row was never committed
+    archive.close()
+    path = tmp_path / "warc" / name
+    with open(path, "ab") as stream:  # half of a third record: the kill came while it was written
+        stream.write(path.read_bytes()[first_end:second_end][: (second_end - first_end) // 2])
+    reopened = WarcArchive(tmp_path / "warc", 10_000_000, lambda n: first_end if committed else None)
+    reopened.write(response)
+    reopened.close()
+    with open(path, "rb") as stream:
+        types = [record.rec_type for record in ArchiveIterator(stream)]
+    kept = 1 if committed else 2  # responses before the new one
+    assert types == ["warcinfo"] + ["response", "request"] * (kept + 1)
+    assert whole_members_length(path) == path.stat().st_size
 
 
 # -- read-only views over a crawl directory --------------------------------------------------------
@@ -418,7 +442,7 @@ def test_crawl_status_reports_pages_frontier_harvest_and_topics(store):
     status = crawl_status(store.db)
     assert status == {"state": "new", "pages_fetched": 3, "pages_stored": 3, "fetch_attempts": 4, "errors": 1,
                       "refused": 0, "frontier_size": 2, "urls_seen": 7, "urls_skipped": 1,
-                      "harvest_rate": pytest.approx(0.7), "relevant_pages": 2, "duplicates": 1, "bad_hosts": 0,
+                      "harvest_rate": pytest.approx(0.7), "relevant_pages": 2, "duplicates": 1, "bad_hosts": 0, "failures": {"timeout": 1},
                       "stop_reason": "budget", "pages_indexed": 0, "index_links_behind": 0, "topics": {"chess": 1, "golf": 1}}
 
 

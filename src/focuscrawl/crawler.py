@@ -30,6 +30,7 @@ from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
 from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
+from focuscrawl.store.repository import cut_short, remove_cut_short
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
 from focuscrawl.topics import expand, train_critic
 
@@ -127,6 +128,26 @@ def with_budget(config: CrawlConfig, budget: dict) -> CrawlConfig:
     return validate_config(data, "command line")
 
 
+def claim_directory(directory: Path) -> None:
+    """A new crawl's directory: refused if it holds a crawl; one cut short while it was being
+    created (killed before its seeds were stored: nothing collected) is cleared."""
+    if CrawlDir(directory).exists():
+        if not cut_short(directory):
+            raise CrawlDirError(f"{directory}: already holds a crawl; continue it with 'focuscrawl resume {directory}'")
+        remove_cut_short(directory)
+
+
+def existing_crawl(directory: Path) -> CrawlDir:
+    """The files of the crawl in ``directory``, or why there is none to go on with."""
+    files = CrawlDir(directory)
+    if not files.exists():
+        raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+    if cut_short(directory):
+        raise CrawlDirError(f"{directory}: stopped while being created, before its seeds were stored (nothing was"
+                            " collected): start it again with 'focuscrawl crawl'")
+    return files
+
+
 def without_loopback(config: CrawlConfig) -> CrawlConfig:
     """Loopback refused for one run: a crawl the portal starts must not reach the machine's own services."""
     return config.model_copy(update={"fetch": config.fetch.model_copy(update={"allow_loopback": False})})
@@ -197,8 +218,7 @@ class Crawler:
     def create(cls, config: CrawlConfig, directory: Path, parts: Parts | None = None) -> Crawler:
         """A new crawl; input is checked before anything is written."""
         directory = Path(directory)
-        if CrawlDir(directory).exists():
-            raise CrawlDirError(f"{directory}: already holds a crawl; continue it with 'focuscrawl resume {directory}'")
+        claim_directory(directory)
         seeds = checked_input(config, parts)
         directory.mkdir(parents=True, exist_ok=True)
         dump_config(config, CrawlDir(directory).config)
@@ -218,9 +238,7 @@ class Crawler:
     @classmethod
     def open(cls, directory: Path, loopback: bool = True, **budget) -> Crawler:
         """An existing crawl, maybe with a new budget (``max_pages=…``); ``loopback=False``: see :func:`without_loopback`."""
-        files = CrawlDir(directory)
-        if not files.exists():
-            raise CrawlDirError(f"{directory}: not a crawl directory (no crawl.db)")
+        files = existing_crawl(directory)
         config = with_budget(load_config(files.config), budget)
         critic = crawl_critic(directory)
         crawler = cls(directory, config if loopback else without_loopback(config))  # takes the directory's lock first

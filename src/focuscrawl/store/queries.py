@@ -188,6 +188,12 @@ class Queries:
             " TOTAL(refused), COUNT(*) FROM fetches").fetchone()
         return fetched, errors, int(refused), attempts
 
+    def warc_end(self, name: str) -> int | None:
+        """Where the last committed record in WARC file ``name`` ends (None: no record, or one
+        stored before offsets were)."""
+        row = self.db.execute("SELECT warc_end FROM fetches WHERE warc_file = ? ORDER BY id DESC LIMIT 1", (name,)).fetchone()
+        return row[0] if row else None
+
     def failures_by_reason(self, limit: int = 12) -> list[tuple[str, int]]:
         """What went wrong, commonest first: errors, refusals (marked so) and HTTP error statuses,
         with URLs and long numbers taken out so that one cause is one line."""

@@ -11,8 +11,10 @@ import logging
 import os
 import sqlite3
 import time
+import zlib
 from collections import Counter
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -52,6 +54,29 @@ def open_existing(directory: Path) -> sqlite3.Connection:
             db.close()
         raise CrawlDirError(f"{path}: not a focuscrawl database: {err}") from None
     return db
+
+
+def cut_short(directory: Path) -> bool:
+    """Whether the directory's crawl was killed while it was being created, before its seeds were
+    stored: nothing was collected (a crawl records created_at with its seeds, in one transaction)."""
+    path = CrawlDir(directory).database
+    if not path.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT 1 FROM meta WHERE key = 'created_at'").fetchone() is None
+    except sqlite3.OperationalError as error:  # killed before its tables were
+        return "no such table" in str(error)
+    except sqlite3.DatabaseError:  # not a database at all: not ours to remove
+        return False
+
+
+def remove_cut_short(directory: Path) -> None:
+    """Start over in a directory whose crawl was cut short (the lock is held meanwhile)."""
+    with closing(lock_directory(directory)):
+        files = CrawlDir(directory)
+        for path in (files.database, Path(f"{files.database}-wal"), Path(f"{files.database}-shm")):
+            path.unlink(missing_ok=True)
 
 
 def lock_directory(directory: Path):
@@ -118,7 +143,7 @@ class Store:
         self.db = connect(self.files.database)
         self.queries = Queries(self.db)
         upgrade_schema(self.db)
-        self.warc = WarcArchive(self.files.warc, warc_max_bytes) if warc else None
+        self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end) if warc else None
         self.harvest_log = open(self.files.harvest_log, "a", encoding="utf-8")
         self.commit_pages, self.commit_seconds = 1, 1.0
         self._units, self._group_started, self._depth = 0, 0.0, 0
@@ -214,17 +239,17 @@ class Store:
 
     def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int:
         """Archive the exchanges, then insert the attempt; call inside :meth:`transaction`."""
-        warc_file = self.warc.write(response) if self.warc and response.exchanges else None
+        warc_file, warc_end = self.warc.write(response) if self.warc and response.exchanges else (None, None)
         cursor = self.db.execute(
             "INSERT INTO fetches (url_id, url, final_url, status, error, mime, headers, redirects, depth, parent_id,"
-            " fetched_at, seconds, attempts, bytes, warc_file, refused)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fetched_at, seconds, attempts, bytes, warc_file, refused, warc_end)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 url_id, response.url, response.final_url, response.status, response.error, response.mime or None,
                 json.dumps(response.headers) if response.headers else None,
                 json.dumps(response.redirects) if response.redirects else None,
                 depth, parent_id, response.started_at, round(response.seconds, 4), response.attempts,
-                len(response.body), warc_file, int(response.refused),
+                len(response.body), warc_file, int(response.refused), warc_end,
             ),
         )
         return cursor.lastrowid
@@ -354,9 +379,11 @@ class Store:
 
 
 class WarcArchive:
-    """Request and response records in gzip WARC files that roll over at a size limit."""
+    """Request and response records in gzip WARC files that roll over at a size limit.
+    ``committed_end(name)``: where the last record the crawl committed ends in that file (None
+    if unknown); a kill may leave a record half written, or whole but not committed, after it."""
 
-    def __init__(self, directory: Path, max_bytes: int):
+    def __init__(self, directory: Path, max_bytes: int, committed_end: Callable[[str], int | None] = lambda name: None):
         self.directory = directory
         directory.mkdir(exist_ok=True)
         self.max_bytes = max_bytes
@@ -364,6 +391,18 @@ class WarcArchive:
         self.serial = int(existing[-1].name[6:11]) if existing else 0
         self._file = None
         self._writer = None
+        if existing:
+            self._cut_back(existing[-1], committed_end(existing[-1].name))
+
+    @staticmethod
+    def _cut_back(path: Path, end: int | None) -> None:
+        """Cut the last file back to its last committed record (or, not knowing it, to its last
+        whole gzip member), so that what is appended next can be read: a reader stops at a tear."""
+        end = whole_members_length(path) if end is None else end
+        if path.stat().st_size > end:
+            log.warning("%s: %d bytes after the last committed record cut off (a kill left them)",
+                        path.name, path.stat().st_size - end)
+            os.truncate(path, end)
 
     def _open(self) -> None:
         path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
@@ -376,8 +415,9 @@ class WarcArchive:
             info = {"software": "focuscrawl", "format": "WARC File Format 1.1", "hostname": os.uname().nodename}
             self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
 
-    def write(self, response: Response) -> str:
-        """Append the response's records; a write that fails (a full disk) leaves no part of them."""
+    def write(self, response: Response) -> tuple[str, int]:
+        """Append the response's records; a write that fails (a full disk) leaves no part of them.
+        Returns the file's name and where the records end in it."""
         if self._file is None or self._file.tell() >= self.max_bytes:
             self.close()
             self._open()
@@ -392,7 +432,7 @@ class WarcArchive:
             self._file = None
             os.truncate(path, start)
             raise
-        return Path(path).name
+        return Path(path).name, self._file.tell()
 
     def _append(self, response: Response) -> None:
         writer = self._writer
@@ -439,6 +479,28 @@ class _GzipMembers:
         if self._deflate is not None:
             self.file.write(self._deflate.flush())
             self._deflate = None
+
+
+def whole_members_length(path: Path) -> int:
+    """Bytes up to the end of the file's last whole gzip member (each WARC record is one)."""
+    good = position = 0
+    inflater = zlib.decompressobj(31)
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            data = chunk
+            while data:
+                try:
+                    inflater.decompress(data, 1 << 20)
+                except zlib.error:
+                    return good
+                if inflater.eof:
+                    rest = inflater.unused_data
+                    position += len(data) - len(rest)
+                    good, data, inflater = position, rest, zlib.decompressobj(31)
+                else:
+                    position += len(data) - len(inflater.unconsumed_tail)
+                    data = inflater.unconsumed_tail
+    return good
 
 
 def urlsplit_path(url: str) -> str:

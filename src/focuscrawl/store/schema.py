@@ -155,7 +155,7 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
         db.execute("UPDATE link_features SET parent_score = COALESCE("
                    "(SELECT relevance FROM documents WHERE url_id = source_id), 0.0)")
         db.commit()
-    _add_missing_columns(db, "fetches", {"refused": "INTEGER NOT NULL DEFAULT 0"})
+    _add_missing_columns(db, "fetches", {"refused": "INTEGER NOT NULL DEFAULT 0", "warc_end": "INTEGER"})
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
     db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
