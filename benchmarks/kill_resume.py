@@ -87,6 +87,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.config import dump_config
 from focuscrawl.store import crawl_status, open_existing
+from focuscrawl.store.repository import cut_short
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 from focuscrawl.testweb.server import ThreadedServer
 from focuscrawl.testweb.synthetic import TOPIC_MODULES, Site, build_site, make_app, topic_config
@@ -494,7 +495,9 @@ def one_run(number: int, work: Path, configs: dict, budget: int, plan: dict, log
     kills, snapshots, torn, orphans, failures, lingered = [], [], [], 0, [], 0.0
     finished = False
     for attempt in range(MAX_ATTEMPTS):
-        creating = not (crawl_dir / "crawl.db").exists()  # a kill before it: nothing to resume, crawl again
+        # a kill before the database or before its seeds were stored: nothing to resume, crawl again (as
+        # resume's error says)
+        creating = not (crawl_dir / "crawl.db").exists() or cut_short(crawl_dir)
         args = (["crawl", str(configs[plan["processes"]]), "--out", str(crawl_dir), "-q"] if creating
                 else ["resume", str(crawl_dir), "-q"])
         process = Attempt(args, run_dir / f"stderr-{attempt}.txt", log)
