@@ -27,6 +27,11 @@ def canonical_url(url: str) -> str:
     or session ids. Cached: navigation links repeat on every page of a site, and w3lib is the
     parser's slowest step."""
     url = canonicalize_url(url.strip())
+    for _ in range(3 if "%" in url else 0):  # a stray '%' before an escape ('%%30') becomes a new escape
+        again = canonicalize_url(url)
+        if again == url:
+            break
+        url = again
     parts = urlsplit(url)
     path, query = parts.path, parts.query
     if ";" in path:
