@@ -33,18 +33,65 @@ CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 REFRESH_CONTENT = re.compile(r"""\s*(\d*)[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)""", re.IGNORECASE | re.DOTALL)
 REFRESH_REDIRECT_SECONDS = 5  # a quicker refresh is a redirect (the page only says "moved")
 # HTML5 tree construction scans the stack of open elements at every block start tag, so a page
-# nesting tens of thousands of elements costs quadratic time (1 MB of nested <div>s: 73 s).
-# Pages of fewer than NESTING_CHECK_TAGS tags cannot cost much (20 000 nested <div>s: 0.35 s);
-# larger ones nested deeper than MAX_NESTING are refused (at most ~3 s for a 5 MB page built to
-# hit the limit; lxml used to stop at 256). ``_nesting`` over-estimates (the deepest test-web
-# page counts 535, its tree is 15 deep). Elements that close themselves or that HTML5 closes at
-# the end of a block (formatting) do not count.
+# nesting tens of thousands of elements costs quadratic time (1 MB of nested <div>s: 73 s). It also
+# reopens the formatting elements left open (<b>, <font>, …) inside every later block, at most
+# three alike (same tag and attributes): 5 000 distinct ones (<b id=1>, <b id=2>, …) in 70 kB
+# made 12 million elements (19 s). Their attributes mean nothing to us, so pages of more than
+# ALIKE_FORMATTING_TAGS tags lose them: at most 36 are reopened each time. Pages of fewer than
+# NESTING_CHECK_TAGS tags then cannot cost much (20 000 nested <div>s: 0.35 s); larger ones nested
+# deeper than MAX_NESTING or reopening more than MAX_REOPENED elements are refused (at most ~3 s
+# for a 5 MB page built to hit a limit; lxml used to stop at 256). ``_OpenElements`` over-estimates
+# both (tests/test_fuzz.py checks it against lexbor's trees): the deepest of the test web's 132 000
+# pages counts 557 (its tree is 16 deep), the most reopening 3 177; none changed, none is refused.
 MAX_NESTING = 4096
+MAX_REOPENED = 1_000_000  # about 1.5 s of building and walking elements
 NESTING_CHECK_TAGS = 20_000
-NOT_NESTING = frozenset(
-    "p li dt dd tr td th option optgroup rb rt rp area base br col embed hr img input link meta source track wbr"
-    " a b big code em font i nobr s small strike strong tt u".split())
+ALIKE_FORMATTING_TAGS = 4000  # smaller pages reopen < 2 million elements (3 s), whatever their attributes
+NOT_NESTING = frozenset(  # (<rt>, <optgroup> nest outside <ruby>, <select>: 60 000 took 10 s)
+    "p li dt dd tr td th option area base br col embed hr img input link meta source track wbr html head body frame"
+    " frameset".split())
+RECORDED = {"p": ("p",), "li": ("li",), "dd": ("dd", "dt"), "dt": ("dd", "dt"), "td": ("td", "th"), "th": ("td", "th"),
+            "tr": ("tr",)}  # not in the stack: where the last one started is kept, and when it closes (by its end
+# tag, or the start of one of these, or a block) so does all after it
+CELLS = ("td", "th", "tr")
+STOPS = {  # what stops the start tag of one (and its end tag) from closing the last: elements of these kinds,
+    # or one of these started after it (HTML5's scopes, and its walk for <li>)
+    "p": (("scope", "button"), {"td", "th"}, ("scope", "button"), {"td", "th"}),
+    "li": (("item",), {"dd", "dt", "td", "th", "tr"}, ("scope", "list"), {"td", "th"}),
+    "dd": (("item",), {"li", "dd", "dt", "td", "th", "tr"}, ("scope",), {"td", "th"}),
+    "td": (("table",), set(), ("table",), set()),
+    "tr": (("table",), set(), ("table",), set()),
+}
+STOPS.update(dt=STOPS["dd"], th=STOPS["td"])
+FORMATTING = frozenset("b big code em font i s small strike strong tt u".split())
+ACTIVE_FORMATTING = FORMATTING | {"a", "nobr"}  # HTML5's formatting elements (a new <a> or <nobr> ends the last)
+SPECIAL = frozenset(  # HTML5's special elements (those not in NOT_NESTING): another's end tag stops at them
+    "address applet article aside blockquote button caption center colgroup details dir div dl fieldset figcaption"
+    " figure footer form frame frameset h1 h2 h3 h4 h5 h6 header hgroup iframe listing main marquee menu nav noembed"
+    " noframes noscript object ol plaintext pre script search section select style summary table tbody template"
+    " textarea tfoot thead title ul xmp mi mo mn ms mtext annotation-xml foreignobject desc".split())
+KINDS = {"special": SPECIAL, "item": SPECIAL - {"address", "div"}, "list": {"ol", "ul"}, "button": {"button"},
+         "scope": set("applet caption marquee object select table template mi mo mn ms mtext annotation-xml"
+                      " foreignobject desc title".split()),  # HTML5's scope (and lexbor's <select>, which holds HTML)
+         "table": {"table", "template"}}
+KINDS_OF = {name: tuple(kind for kind, names in KINDS.items() if name in names) for name in set().union(*KINDS.values())}
+TABLE_SCOPED = frozenset("caption table tbody tfoot thead".split())  # their end tags stop only at a table
+TABLE_PARTS = frozenset("caption colgroup tbody tfoot thead".split())  # ignored outside a table
+BREAKOUT = frozenset(  # HTML5's start tags that close an <svg> or <math> they are in (<font> only with some attributes)
+    "b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i img li listing menu meta"
+    " nobr ol p pre ruby s small span strike strong sub sup table tt u ul var".split())
+RAW_TEXT = frozenset("iframe noembed noframes plaintext script style textarea title xmp".split())  # hold text, not tags
+CLOSES = {"select": "select", "input": "select", "keygen": "select", "textarea": "select", "button": "button",
+          "table": "table"}  # start tags with which HTML5 may close an open element (<table> unless in a cell)
+HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())  # one closes a heading that is the current node
+CLOSES_P = frozenset(  # HTML5's start tags that close an open <p> (<table> too, unless the page is in quirks mode)
+    "address article aside blockquote center details dialog dir div dl fieldset figcaption figure footer form h1 h2"
+    " h3 h4 h5 h6 header hgroup hr listing main menu nav ol plaintext pre search section summary ul xmp".split())
 TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)")
+SPACE = r"[\t\n\f\r ]"  # HTML5's white space (``\s`` has more)
+FORMATTING_ATTRIBUTES = re.compile(  # a formatting start tag with attributes, quoted values as HTML5 reads them
+    rf"<((?i:{'|'.join(sorted(FORMATTING, key=len, reverse=True))}))[\t\n\f\r /]"
+    rf"""(?:[^>"'=]++|={SPACE}*+"[^"]*+"|={SPACE}*+'[^']*+'|=(?!{SPACE}*+["'])|["'])*+>""")
 SINGLE_BYTE_CODEC = re.compile(r"(cp12\d\d|cp437|cp8\d\d|iso8859|mac-|koi8|ascii|tis-620)")
 
 
@@ -130,11 +177,11 @@ def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
         try:
             codec = codecs.lookup(name).name
             return body.decode(codec), codec
-        except (LookupError, UnicodeDecodeError):
+        except (LookupError, ValueError):  # an unknown name, a NUL in it ("utf-8\x00"), bytes that do not decode
             continue
     best = charset_normalizer.from_bytes(body[:200_000]).best()
-    if best is None:
-        raise DecodeError(f"cannot decode body (declared charset: {', '.join(declared) or 'none'})")
+    if best is None:  # mixed encodings: a browser shows the page with replacement characters, and so do we
+        return body.decode("utf-8", errors="replace"), "utf-8"
     charset = "cp1252" if SINGLE_BYTE_CODEC.match(codecs.lookup(best.encoding).name) else best.encoding
     return body.decode(charset, errors="replace"), charset
 
@@ -167,31 +214,261 @@ def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_
 def html_tree(text: str) -> LexborHTMLParser | None:
     """The HTML5 tree of a decoded page, as a browser builds it (None: a blank page); raises
     :class:`DecodeError` for a page built to make the tree's construction quadratic."""
-    if text.count("<") > NESTING_CHECK_TAGS and _nesting(text) > MAX_NESTING:
-        raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
+    tags = text.count("<")
+    if tags > ALIKE_FORMATTING_TAGS:
+        text = FORMATTING_ATTRIBUTES.sub(r"<\1>", text)
+    if tags > NESTING_CHECK_TAGS:
+        elements = _OpenElements()
+        for closing, name in TAG.findall(text):
+            elements.end(name.lower()) if closing else elements.start(name.lower())
     return LexborHTMLParser(text) if text.strip() else None
 
 
-def _nesting(text: str) -> int:
-    """The deepest stack of open elements, from the tags alone: an end tag closes the elements
-    opened since its own start tag, as HTML5 does (an unknown ``<T>`` in a Java signature stays
-    open only until its parent ends); amortised one step per tag."""
-    stack: list[str] = []
-    open_by_name: Counter = Counter()
-    deepest = 0
-    for closing, name in TAG.findall(text):
-        name = name.lower()
-        if name in NOT_NESTING:
-            continue
-        if not closing:
-            stack.append(name)
-            open_by_name[name] += 1
-            deepest = max(deepest, len(stack))
-        elif open_by_name[name]:
-            while (top := stack.pop()) != name:
-                open_by_name[top] -= 1
-            open_by_name[name] -= 1
-    return deepest
+class _OpenElements:
+    """HTML5's stack of open elements and list of active formatting elements, estimated from the
+    tags alone (over rather than under), amortised one step per tag; raises :class:`DecodeError`
+    past MAX_NESTING or MAX_REOPENED. An element closes when HTML5 surely closes it, by its scopes;
+    where HTML5 may or may not (the adoption agency, a <button> in a <button>), the elements stay as
+    deep but end tags no longer close them, and they stop others' end tags only perhaps. An unknown
+    ``<T>`` in a Java signature stays open until its parent ends. A formatting element closed with
+    its block stays active, and the next start tag reopens it."""
+
+    def __init__(self):
+        self.stack: list[str] = []
+        self.kept: list[bool] = []  # per element: surely open in HTML5's stack too
+        self.at: dict[str, list[int]] = {}  # per tag, where its elements that an end tag may close are
+        self.live: list[int] = []  # where all those are
+        self.marks: dict[str, list[int]] = {kind: [] for kind in KINDS}  # where the elements of each kind are
+        self.foreign: list[int] = []  # where SVG's and MathML's elements are
+        self.since: dict[str, tuple[int, bool]] = {}  # per RECORDED tag, the stack's depth at its last start
+        # and whether it is surely open, in the order of their starts
+        self.active: Counter = Counter()  # per formatting tag, its latest elements not ended: 3 at most (Noah's Ark)
+        self.closed: dict[str, int] = {}  # per tag, the latest active ones out of the stack: the next start tag
+        # reopens them
+        self.reopened = 0
+        self.raw: str | None = None  # the element of text being read (tags in it are text)
+
+    def start(self, name: str) -> None:
+        if self.raw:
+            return
+        if self.foreign and self.foreign[-1] == len(self.stack) - 1:  # (even in a <foreignObject>: over, not under)
+            if name not in BREAKOUT:
+                self._push(name, foreign=True)  # SVG's or MathML's, whatever its name: <a>, <td>, <select> nest
+                return
+            self._forget_from(self.foreign[0])  # HTML closes the SVG or MathML it is in
+            self.foreign.clear()
+        if name in ("rb", "rp", "rt", "rtc") and self.at.get("ruby"):  # HTML5 ends what is open in the <ruby>
+            self._forget_above(self.at["ruby"][-1] + 1, (self.at["ruby"][-1], -1))
+        closes = CLOSES.get(name) or (name in HEADINGS and self.stack and self.stack[-1])
+        if closes and self._may_close(name, closes):
+            self._forget_from(self.at[closes][-1])
+            if name == "select":
+                return  # HTML5 drops a <select> in a <select>
+        table = self.marks["table"]
+        if name in RECORDED and (name not in CELLS or table):
+            last = [tag for tag in self.since if tag in RECORDED[name]]  # <dd> closes a <dt>, <td> a <th>
+            if last:
+                self._close_since(last[-1], STOPS[name][:2])
+            if name in ("li", "dd", "dt"):
+                self._close_since("p", STOPS["p"][:2])
+            if table and name in CELLS:
+                self._forget_from(table[-1] + 1)  # HTML5 clears the stack back to the table
+            self.since.pop(name, None)
+            self.since[name] = len(self.stack), True
+        elif name in ACTIVE_FORMATTING:
+            if name in ("a", "nobr") and self.active[name]:
+                self._end_last(name)
+            self._reopen()
+            self.active[name] = min(self.active[name] + 1, 3)
+            self._push(name)
+        elif name not in NOT_NESTING and (name not in TABLE_PARTS or table):
+            self._open(name)
+        if self.closed:
+            self._reopen()
+
+    def _open(self, name: str) -> None:
+        """A start tag of neither a RECORDED element nor a formatting one."""
+        if name in CLOSES_P:
+            self._close_since("p", STOPS["p"][:2])
+        elif name == "table" and "p" in self.since:
+            self._forget_record("p")  # closed, unless the page is in quirks mode
+        if name in TABLE_PARTS:
+            self._forget_from(self.marks["table"][-1] + 1)
+            for cell in CELLS:
+                self.since.pop(cell, None)
+        self._push(name, foreign=name in ("svg", "math"))
+        self.raw = name if name in RAW_TEXT and not self.foreign else None
+
+    def end(self, name: str) -> None:
+        if self.raw:
+            if name != self.raw:
+                return
+            self.raw = None
+        if name in RECORDED:
+            if name not in CELLS or self.marks["table"]:
+                self._close_since(name, STOPS[name][2:])
+            return
+        if self.closed.get(name):  # the latest active one is out of the stack: HTML5 only forgets it
+            self._deactivate(name)
+            return
+        if name in HEADINGS:  # </h1> closes the latest heading, whichever
+            name = max(HEADINGS, key=lambda tag: self.at[tag][-1] if self.at.get(tag) else -1)
+        where = self.at.get(name)
+        if where:
+            self._close(name, where[-1])
+        elif self.active[name]:
+            self._deactivate(name)
+
+    def _close(self, name: str, position: int) -> None:
+        """The end tag of the element at ``position``, by HTML5's rules: ignored out of scope (of a
+        <table> for its parts); for a formatting element with a special one after it, the adoption
+        agency; a <form> not on top leaves the stack alone."""
+        if name == "template":  # closes whatever is after it
+            kinds, records = (), ()
+        elif name in TABLE_SCOPED:
+            kinds, records = ("table",), ()
+        elif name in SPECIAL or name in ACTIVE_FORMATTING:
+            kinds, records = ("scope",), ("td", "th")
+        else:
+            kinds, records = ("special",), RECORDED
+        sure = self._topmost(kinds, records, (position, -1))
+        if sure is None and (name in ACTIVE_FORMATTING and self._topmost(("special",), RECORDED, (position, -1)) is not None
+                             or name == "form" and position != len(self.stack) - 1):
+            sure = False  # the adoption agency rearranges them, as deep
+        if sure is False:
+            self._forget_from(position)
+        elif sure is None:
+            while len(self.stack) > position:  # (an element of that name after it may be one it no longer closes)
+                self._pop()
+            self._forget_since()
+            if self.active[name]:
+                self._deactivate(name)
+
+    def _end_last(self, name: str) -> None:
+        """A new <a> or <nobr>: HTML5's adoption agency ends the last one, out of the stack too."""
+        if not self.closed.get(name) and self.at.get(name):
+            position = self.at[name][-1]
+            self._close(name, position)
+            if self.at.get(name) and self.at[name][-1] == position:  # not in scope: it leaves the stack alone
+                self._forget_from(position)
+        if self.active[name]:
+            self._deactivate(name)
+
+    def _topmost(self, kinds: tuple[str, ...], records, above: tuple[float, int]) -> bool | None:
+        """Of the elements of ``kinds`` and the RECORDED ``records`` after the place ``above`` (an
+        element's: (position, -1); a record's: (depth - 0.5, order)), the topmost: whether it is
+        surely open still (None: there is none)."""
+        top, sure = above, None
+        for kind in kinds:
+            marks = self.marks[kind]
+            if marks and (marks[-1], -1) > top:
+                top, sure = (marks[-1], -1), self.kept[marks[-1]]
+        for order, (tag, (depth, certain)) in enumerate(self.since.items()):
+            if tag in records and (depth - 0.5, order) > top:
+                top, sure = (depth - 0.5, order), certain
+        return sure
+
+    def _close_since(self, recorded: str, stops: tuple[tuple[str, ...], set[str]]) -> None:
+        """Close the last RECORDED element and all after it, unless HTML5 stops before it: at an
+        element of the kinds ``stops[0]`` after it, or at one of ``stops[1]`` started after it. A
+        cell also ends its formatting elements (HTML5 clears them to its marker)."""
+        if recorded not in self.since:
+            return
+        depth, certain = self.since[recorded]
+        sure = self._topmost(stops[0], stops[1], (depth - 0.5, list(self.since).index(recorded)))
+        if sure:
+            return
+        if sure is False or not certain:
+            self._forget_record(recorded)
+            return
+        later = list(self.since)
+        for tag in later[later.index(recorded):]:  # those started after it were in it
+            del self.since[tag]
+        while len(self.stack) > depth:
+            tag = self._pop()
+            if recorded in CELLS and self.active[tag]:
+                self._deactivate(tag)
+        self._forget_since()
+
+    def _forget_since(self) -> None:
+        """The RECORDED elements started in elements just closed are gone with them."""
+        if self.since and max(depth for depth, _ in self.since.values()) > len(self.stack):
+            self.since = {tag: mark for tag, mark in self.since.items() if mark[0] <= len(self.stack)}
+
+    def _forget_record(self, recorded: str) -> None:
+        depth, _ = self.since[recorded]
+        place = depth - 0.5, list(self.since).index(recorded)
+        del self.since[recorded]
+        self._forget_above(depth, place)
+
+    def _forget_from(self, position: int) -> None:
+        self._forget_above(position, (position, -1))
+
+    def _forget_above(self, position: int, place: tuple[float, int]) -> None:
+        """HTML5 may have closed the elements from ``position`` up and the RECORDED ones after the
+        place ``place``: they stay as deep, but no end tag closes them and they stop others perhaps."""
+        while self.live and self.live[-1] >= position:
+            forgotten = self.live.pop()
+            self.at[self.stack[forgotten]].pop()
+            self.kept[forgotten] = False
+        for order, (tag, (depth, certain)) in enumerate(list(self.since.items())):
+            if certain and (depth - 0.5, order) > place:
+                self.since[tag] = depth, False
+
+    def _may_close(self, name: str, closes: str) -> bool:
+        """Whether HTML5 may close the topmost ``closes`` at the start tag ``name``."""
+        where = self.at.get(closes)
+        if not where:
+            return False
+        if name in HEADINGS:
+            return closes in HEADINGS and where[-1] == len(self.stack) - 1
+        cells = [self.since[cell][0] for cell in ("td", "th") if cell in self.since]
+        return name != "table" or max(cells, default=-1) <= where[-1]  # a table in a cell is nested
+
+    def _deactivate(self, name: str) -> None:
+        """The latest active ``name`` ends: it will not be reopened."""
+        self.active[name] -= 1
+        if self.closed.get(name):
+            self.closed[name] -= 1
+            if not self.closed[name]:
+                del self.closed[name]
+
+    def _push(self, name: str, foreign: bool = False) -> None:
+        position = len(self.stack)
+        if position >= MAX_NESTING:
+            raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
+        if foreign:
+            self.foreign.append(position)
+        self.stack.append(name)
+        self.kept.append(True)
+        self.at.setdefault(name, []).append(position)
+        self.live.append(position)
+        for kind in KINDS_OF.get(name, ()):
+            self.marks[kind].append(position)
+
+    def _pop(self) -> str:
+        name = self.stack.pop()
+        self.kept.pop()
+        position = len(self.stack)
+        if self.live and self.live[-1] == position:
+            self.live.pop()
+            self.at[name].pop()
+        for kind in KINDS_OF.get(name, ()):
+            self.marks[kind].pop()
+        if self.foreign and self.foreign[-1] == position:
+            self.foreign.pop()
+        if name in ACTIVE_FORMATTING and self.closed.get(name, 0) < self.active[name]:  # the latest are the active ones
+            self.closed[name] = self.closed.get(name, 0) + 1
+        return name
+
+    def _reopen(self) -> None:
+        self.reopened += sum(self.closed.values())
+        if self.reopened > MAX_REOPENED:
+            raise DecodeError(f"formatting elements reopened more than {MAX_REOPENED} times: not parsed")
+        closed, self.closed = self.closed, {}
+        for tag, count in closed.items():
+            for _ in range(count):
+                self._push(tag)
 
 
 def _read_head(tree: LexborHTMLParser, page: Page, directives: set[str]) -> None:
@@ -230,11 +507,10 @@ def meta_refresh(tree: LexborHTMLParser, base: str) -> str | None:
 
 
 def _base_url(page: Page) -> str:
-    """<base href> if it is a usable URL, else the page's own."""
-    try:
-        return urljoin(page.url, page.base_href) if page.base_href else page.url
-    except ValueError:
-        return page.url
+    """<base href> if it is a usable URL, else the page's own (as a browser falls back)."""
+    if page.base_href and _join(page.url, page.base_href) is not None:  # "http://h:99999/" splits, but has no port
+        return urljoin(page.url, page.base_href)
+    return page.url
 
 
 def resolve_href(base: str, href: str) -> str | None:
