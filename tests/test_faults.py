@@ -24,7 +24,7 @@ def crawled(tmp_path_factory):
     directory = tmp_path_factory.mktemp("faults")
     config = faults.crawl_config(server.port, BUDGET)
     config["politeness"] = {"min_interval": 0.0}
-    config["fetch"] = {"connect_timeout": 1, "read_timeout": 1, "total_timeout": 3, "retries": 1, "backoff": 0.01,
+    config["fetch"] = {"connect_timeout": 1, "read_timeout": 2, "total_timeout": 3, "retries": 1, "backoff": 0.01,
                        "concurrency": 16, "processes": 1}
     (directory / "faults.yml").write_text(yaml.safe_dump(config))
     try:

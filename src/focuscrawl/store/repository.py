@@ -550,7 +550,7 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "relevant_pages": relevant,
         "duplicates": duplicates,
         "bad_hosts": db.execute("SELECT COUNT(*) FROM hosts WHERE status = 'bad'").fetchone()[0],
-        "failures": dict(queries.failures_by_reason()),  # errors, refusals and HTTP error statuses, by reason
+        "failures": dict(queries.failures_by_reason(50)),  # errors, refusals and HTTP error statuses, by reason
         "stop_reason": meta.get("stop_reason"),
         "pages_indexed": index.size() if index else None,  # in the search index
         "index_links_behind": index.anchors_behind() if index else None,  # links whose anchors it has not read yet

@@ -66,7 +66,7 @@ def page(title: str, text: str, links: list[str] = ()) -> str:
 
 def front_page() -> str:
     links = [url("www", path) for path in PAGE_FAULTS]
-    links += [url("calendar", "/2026/11/"), url("sessions", "/?PHPSESSID=0123456789abcdef0123456789abcdef"), url("deep", "/a/"), url("storm", "/"),
+    links += [url("calendar", "/2026/11/"), url("sessions", "/?PHPSESSID=0123456789abcdef0123456789abcdef"), url("deep", "/a/a/a/"), url("storm", "/"),
               url("busy", "/"), url("silent", "/"), url("xn--bcher-kva", "/")]
     links += [url(f"robots-{kind}", "/") for kind in ("slow", "5xx", "huge", "html")]
     return page("The fault web", "Every link here is something a crawler has to survive. "
