@@ -37,7 +37,7 @@ REFRESH_REDIRECT_SECONDS = 5  # a quicker refresh is a redirect (the page only s
 # reopens the formatting elements left open (<b>, <font>, …) inside every later block, at most
 # three alike (same tag and attributes): 5 000 distinct ones (<b id=1>, <b id=2>, …) in 70 kB
 # made 12 million elements (19 s). Their attributes mean nothing to us, so pages of more than
-# ALIKE_FORMATTING_TAGS tags lose them: at most 36 are reopened each time. Pages of fewer than
+# ALIKE_FORMATTING_TAGS tags lose them: at most 38 are reopened each time. Pages of fewer than
 # NESTING_CHECK_TAGS tags then cannot cost much (20 000 nested <div>s: 0.35 s); larger ones nested
 # deeper than MAX_NESTING or reopening more than MAX_REOPENED elements are refused (at most ~3 s
 # for a 5 MB page built to hit a limit; lxml used to stop at 256). ``_OpenElements`` over-estimates
@@ -48,8 +48,8 @@ MAX_REOPENED = 1_000_000  # about 1.5 s of building and walking elements
 NESTING_CHECK_TAGS = 20_000
 ALIKE_FORMATTING_TAGS = 4000  # smaller pages reopen < 2 million elements (3 s), whatever their attributes
 NOT_NESTING = frozenset(  # (<rt>, <optgroup> nest outside <ruby>, <select>: 60 000 took 10 s)
-    "p li dt dd tr td th option area base br col embed hr img input link meta source track wbr html head body frame"
-    " frameset".split())
+    "p li dt dd tr td th area base br col embed hr img input link meta source track wbr html head body frame frameset"
+    .split())
 RECORDED = {"p": ("p",), "li": ("li",), "dd": ("dd", "dt"), "dt": ("dd", "dt"), "td": ("td", "th"), "th": ("td", "th"),
             "tr": ("tr",)}  # not in the stack: where the last one started is kept, and when it closes (by its end
 # tag, or the start of one of these, or a block) so does all after it
@@ -74,7 +74,7 @@ KINDS = {"special": SPECIAL, "item": SPECIAL - {"address", "div"}, "list": {"ol"
          "scope": set("applet caption marquee object select table template mi mo mn ms mtext annotation-xml"
                       " foreignobject desc title".split()),  # HTML5's scope (and lexbor's <select>, which holds HTML)
          "table": {"table", "template"}}
-KINDS_OF = {name: tuple(kind for kind, names in KINDS.items() if name in names) for name in set().union(*KINDS.values())}
+KINDS_OF = {tag: tuple(kind for kind, names in KINDS.items() if tag in names) for tag in set().union(*KINDS.values())}
 TABLE_SCOPED = frozenset("caption table tbody tfoot thead".split())  # their end tags stop only at a table
 TABLE_PARTS = frozenset("caption colgroup tbody tfoot thead".split())  # ignored outside a table
 BREAKOUT = frozenset(  # HTML5's start tags that close an <svg> or <math> they are in (<font> only with some attributes)
@@ -224,19 +224,19 @@ def html_tree(text: str) -> LexborHTMLParser | None:
     return LexborHTMLParser(text) if text.strip() else None
 
 
-class _OpenElements:
+class _Estimate:
     """HTML5's stack of open elements and list of active formatting elements, estimated from the
     tags alone (over rather than under), amortised one step per tag; raises :class:`DecodeError`
-    past MAX_NESTING or MAX_REOPENED. An element closes when HTML5 surely closes it, by its scopes;
-    where HTML5 may or may not (the adoption agency, a <button> in a <button>), the elements stay as
-    deep but end tags no longer close them, and they stop others' end tags only perhaps. An unknown
-    ``<T>`` in a Java signature stays open until its parent ends. A formatting element closed with
-    its block stays active, and the next start tag reopens it."""
+    past MAX_NESTING or MAX_REOPENED. Where HTML5 may or may not have closed elements (the adoption
+    agency, a <button> in a <button>), they stay as deep but no end tag closes them, and they stop
+    other end tags only perhaps. A formatting element closed with its block stays active, and the
+    next start tag reopens it."""
 
     def __init__(self):
         self.stack: list[str] = []
         self.kept: list[bool] = []  # per element: surely open in HTML5's stack too
-        self.at: dict[str, list[int]] = {}  # per tag, where its elements that an end tag may close are
+        self.every: dict[str, list[int]] = {}  # per tag, where its elements are
+        self.at: dict[str, list[int]] = {}  # per tag, where those that an end tag may close are
         self.live: list[int] = []  # where all those are
         self.marks: dict[str, list[int]] = {kind: [] for kind in KINDS}  # where the elements of each kind are
         self.foreign: list[int] = []  # where SVG's and MathML's elements are
@@ -248,6 +248,101 @@ class _OpenElements:
         self.reopened = 0
         self.raw: str | None = None  # the element of text being read (tags in it are text)
 
+    def _push(self, name: str, foreign: bool = False, kept: bool = True) -> None:
+        position = len(self.stack)
+        if position >= MAX_NESTING:
+            raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
+        if foreign:
+            self.foreign.append(position)
+        self.stack.append(name)
+        self.kept.append(kept)
+        self.every.setdefault(name, []).append(position)
+        if kept:
+            self.at.setdefault(name, []).append(position)
+            self.live.append(position)
+        for kind in KINDS_OF.get(name, ()):
+            self.marks[kind].append(position)
+
+    def _pop(self) -> str:
+        name = self.stack.pop()
+        self.kept.pop()
+        self.every[name].pop()
+        position = len(self.stack)
+        if self.live and self.live[-1] == position:
+            self.live.pop()
+            self.at[name].pop()
+        for kind in KINDS_OF.get(name, ()):
+            self.marks[kind].pop()
+        if self.foreign and self.foreign[-1] == position:
+            self.foreign.pop()
+        if name in ACTIVE_FORMATTING and self.closed.get(name, 0) < self.active[name]:  # the latest are the active ones
+            self.closed[name] = self.closed.get(name, 0) + 1
+        return name
+
+    def _topmost(self, kinds: tuple[str, ...], records, above: tuple[float, int]) -> bool | None:
+        """Of the elements of ``kinds`` and the RECORDED ``records`` after the place ``above`` (an
+        element's: (position, -1); a record's: (depth - 0.5, order)), the topmost: whether it is
+        surely open still (None: there is none)."""
+        top, sure = above, None
+        for kind in kinds:
+            marks = self.marks[kind]
+            if marks and (marks[-1], -1) > top:
+                top, sure = (marks[-1], -1), self.kept[marks[-1]]
+        for order, (tag, (depth, certain)) in enumerate(self.since.items()):
+            if tag in records and (depth - 0.5, order) > top:
+                top, sure = (depth - 0.5, order), certain
+        return sure
+
+    def _forget_since(self) -> None:
+        """The RECORDED elements started in elements just closed are gone with them."""
+        if self.since and max(depth for depth, _ in self.since.values()) > len(self.stack):
+            self.since = {tag: mark for tag, mark in self.since.items() if mark[0] <= len(self.stack)}
+
+    def _forget_record(self, recorded: str) -> None:
+        depth, _ = self.since[recorded]
+        place = depth - 0.5, list(self.since).index(recorded)
+        del self.since[recorded]
+        self._forget_above(depth, place)
+
+    def _forget_from(self, position: int) -> None:
+        self._forget_above(position, (position, -1))
+
+    def _forget_after(self, position: int) -> None:
+        self._forget_above(position + 1, (position, -1))
+
+    def _forget_above(self, position: int, place: tuple[float, int]) -> None:
+        """HTML5 may have closed the elements from ``position`` up and the RECORDED ones after the
+        place ``place``: they stay as deep, but no end tag closes them and they stop others perhaps."""
+        while self.live and self.live[-1] >= position:
+            forgotten = self.live.pop()
+            self.at[self.stack[forgotten]].pop()
+            self.kept[forgotten] = False
+        for order, (tag, (depth, certain)) in enumerate(list(self.since.items())):
+            if certain and (depth - 0.5, order) > place:
+                self.since[tag] = depth, False
+
+    def _deactivate(self, name: str) -> None:
+        """The latest active ``name`` ends: it will not be reopened."""
+        self.active[name] -= 1
+        if self.closed.get(name):
+            self.closed[name] -= 1
+            if not self.closed[name]:
+                del self.closed[name]
+
+    def _reopen(self) -> None:
+        self.reopened += sum(self.closed.values())
+        if self.reopened > MAX_REOPENED:
+            raise DecodeError(f"formatting elements reopened more than {MAX_REOPENED} times: not parsed")
+        closed, self.closed = self.closed, {}
+        for tag, count in closed.items():
+            for _ in range(count):
+                self._push(tag, kept=False)  # (HTML5 may have dropped it: an <object> clears those opened in it)
+
+
+class _OpenElements(_Estimate):
+    """The tree construction of HTML5 for the estimate: an element closes when HTML5 surely closes
+    it, by its scopes. An unknown ``<T>`` in a Java signature stays open until its parent ends."""
+
     def start(self, name: str) -> None:
         if self.raw:
             return
@@ -257,13 +352,15 @@ class _OpenElements:
                 return
             self._forget_from(self.foreign[0])  # HTML closes the SVG or MathML it is in
             self.foreign.clear()
-        if name in ("rb", "rp", "rt", "rtc") and self.at.get("ruby"):  # HTML5 ends what is open in the <ruby>
-            self._forget_above(self.at["ruby"][-1] + 1, (self.at["ruby"][-1], -1))
+        if name in ("rb", "rp", "rt", "rtc") and self.every.get("ruby"):  # HTML5 ends what is open in the <ruby>
+            self._forget_after(self.every["ruby"][-1])
         closes = CLOSES.get(name) or (name in HEADINGS and self.stack and self.stack[-1])
         if closes and self._may_close(name, closes):
             self._forget_from(self.at[closes][-1])
             if name == "select":
                 return  # HTML5 drops a <select> in a <select>
+        if name in ("option", "optgroup"):  # (in a <select>, lexbor ends more: <optgroup>s and <dd>s nest here)
+            self._end_option()
         table = self.marks["table"]
         if name in RECORDED and (name not in CELLS or table):
             last = [tag for tag in self.since if tag in RECORDED[name]]  # <dd> closes a <dt>, <td> a <th>
@@ -272,7 +369,7 @@ class _OpenElements:
             if name in ("li", "dd", "dt"):
                 self._close_since("p", STOPS["p"][:2])
             if table and name in CELLS:
-                self._forget_from(table[-1] + 1)  # HTML5 clears the stack back to the table
+                self._forget_after(table[-1])  # HTML5 clears the stack back to the table
             self.since.pop(name, None)
             self.since[name] = len(self.stack), True
         elif name in ACTIVE_FORMATTING:
@@ -293,9 +390,11 @@ class _OpenElements:
         elif name == "table" and "p" in self.since:
             self._forget_record("p")  # closed, unless the page is in quirks mode
         if name in TABLE_PARTS:
-            self._forget_from(self.marks["table"][-1] + 1)
+            self._forget_after(self.marks["table"][-1])
             for cell in CELLS:
                 self.since.pop(cell, None)
+            if name == "colgroup":
+                return  # it holds only <col>s: what follows closes it
         self._push(name, foreign=name in ("svg", "math"))
         self.raw = name if name in RAW_TEXT and not self.foreign else None
 
@@ -312,12 +411,20 @@ class _OpenElements:
             self._deactivate(name)
             return
         if name in HEADINGS:  # </h1> closes the latest heading, whichever
-            name = max(HEADINGS, key=lambda tag: self.at[tag][-1] if self.at.get(tag) else -1)
+            name = max(HEADINGS, key=lambda tag: self.every[tag][-1] if self.every.get(tag) else -1)
         where = self.at.get(name)
-        if where:
+        if where and self.every[name][-1] != where[-1]:
+            self._forget_from(where[-1])  # HTML5 may close the later one instead
+        elif where:
             self._close(name, where[-1])
         elif self.active[name]:
             self._deactivate(name)
+
+    def _end_option(self) -> None:
+        """An <option> or an <optgroup> closes an <option> that is the current node."""
+        hidden = self.since and max(depth for depth, _ in self.since.values()) == len(self.stack)  # a <p> after it
+        if self.stack and self.stack[-1] == "option" and self.kept[-1] and not hidden:
+            self._pop()
 
     def _close(self, name: str, position: int) -> None:
         """The end tag of the element at ``position``, by HTML5's rules: ignored out of scope (of a
@@ -332,8 +439,8 @@ class _OpenElements:
         else:
             kinds, records = ("special",), RECORDED
         sure = self._topmost(kinds, records, (position, -1))
-        if sure is None and (name in ACTIVE_FORMATTING and self._topmost(("special",), RECORDED, (position, -1)) is not None
-                             or name == "form" and position != len(self.stack) - 1):
+        rearranged = name in ACTIVE_FORMATTING and self._topmost(("special",), RECORDED, (position, -1)) is not None
+        if sure is None and (rearranged or name == "form" and position != len(self.stack) - 1):
             sure = False  # the adoption agency rearranges them, as deep
         if sure is False:
             self._forget_from(position)
@@ -348,30 +455,17 @@ class _OpenElements:
         """A new <a> or <nobr>: HTML5's adoption agency ends the last one, out of the stack too."""
         if not self.closed.get(name) and self.at.get(name):
             position = self.at[name][-1]
-            self._close(name, position)
+            if self.every[name][-1] == position:
+                self._close(name, position)
             if self.at.get(name) and self.at[name][-1] == position:  # not in scope: it leaves the stack alone
                 self._forget_from(position)
         if self.active[name]:
             self._deactivate(name)
 
-    def _topmost(self, kinds: tuple[str, ...], records, above: tuple[float, int]) -> bool | None:
-        """Of the elements of ``kinds`` and the RECORDED ``records`` after the place ``above`` (an
-        element's: (position, -1); a record's: (depth - 0.5, order)), the topmost: whether it is
-        surely open still (None: there is none)."""
-        top, sure = above, None
-        for kind in kinds:
-            marks = self.marks[kind]
-            if marks and (marks[-1], -1) > top:
-                top, sure = (marks[-1], -1), self.kept[marks[-1]]
-        for order, (tag, (depth, certain)) in enumerate(self.since.items()):
-            if tag in records and (depth - 0.5, order) > top:
-                top, sure = (depth - 0.5, order), certain
-        return sure
-
     def _close_since(self, recorded: str, stops: tuple[tuple[str, ...], set[str]]) -> None:
         """Close the last RECORDED element and all after it, unless HTML5 stops before it: at an
         element of the kinds ``stops[0]`` after it, or at one of ``stops[1]`` started after it. A
-        cell also ends its formatting elements (HTML5 clears them to its marker)."""
+        cell closing also ends the formatting elements in it (HTML5 clears them to its marker)."""
         if recorded not in self.since:
             return
         depth, certain = self.since[recorded]
@@ -382,38 +476,14 @@ class _OpenElements:
             self._forget_record(recorded)
             return
         later = list(self.since)
+        cells = [self.since[tag][0] for tag in later[later.index(recorded):] if tag in ("td", "th")]
         for tag in later[later.index(recorded):]:  # those started after it were in it
             del self.since[tag]
         while len(self.stack) > depth:
             tag = self._pop()
-            if recorded in CELLS and self.active[tag]:
+            if cells and len(self.stack) >= cells[0] and self.active[tag]:  # in a cell
                 self._deactivate(tag)
         self._forget_since()
-
-    def _forget_since(self) -> None:
-        """The RECORDED elements started in elements just closed are gone with them."""
-        if self.since and max(depth for depth, _ in self.since.values()) > len(self.stack):
-            self.since = {tag: mark for tag, mark in self.since.items() if mark[0] <= len(self.stack)}
-
-    def _forget_record(self, recorded: str) -> None:
-        depth, _ = self.since[recorded]
-        place = depth - 0.5, list(self.since).index(recorded)
-        del self.since[recorded]
-        self._forget_above(depth, place)
-
-    def _forget_from(self, position: int) -> None:
-        self._forget_above(position, (position, -1))
-
-    def _forget_above(self, position: int, place: tuple[float, int]) -> None:
-        """HTML5 may have closed the elements from ``position`` up and the RECORDED ones after the
-        place ``place``: they stay as deep, but no end tag closes them and they stop others perhaps."""
-        while self.live and self.live[-1] >= position:
-            forgotten = self.live.pop()
-            self.at[self.stack[forgotten]].pop()
-            self.kept[forgotten] = False
-        for order, (tag, (depth, certain)) in enumerate(list(self.since.items())):
-            if certain and (depth - 0.5, order) > place:
-                self.since[tag] = depth, False
 
     def _may_close(self, name: str, closes: str) -> bool:
         """Whether HTML5 may close the topmost ``closes`` at the start tag ``name``."""
@@ -424,51 +494,6 @@ class _OpenElements:
             return closes in HEADINGS and where[-1] == len(self.stack) - 1
         cells = [self.since[cell][0] for cell in ("td", "th") if cell in self.since]
         return name != "table" or max(cells, default=-1) <= where[-1]  # a table in a cell is nested
-
-    def _deactivate(self, name: str) -> None:
-        """The latest active ``name`` ends: it will not be reopened."""
-        self.active[name] -= 1
-        if self.closed.get(name):
-            self.closed[name] -= 1
-            if not self.closed[name]:
-                del self.closed[name]
-
-    def _push(self, name: str, foreign: bool = False) -> None:
-        position = len(self.stack)
-        if position >= MAX_NESTING:
-            raise DecodeError(f"elements nested deeper than {MAX_NESTING}: not parsed")
-        if foreign:
-            self.foreign.append(position)
-        self.stack.append(name)
-        self.kept.append(True)
-        self.at.setdefault(name, []).append(position)
-        self.live.append(position)
-        for kind in KINDS_OF.get(name, ()):
-            self.marks[kind].append(position)
-
-    def _pop(self) -> str:
-        name = self.stack.pop()
-        self.kept.pop()
-        position = len(self.stack)
-        if self.live and self.live[-1] == position:
-            self.live.pop()
-            self.at[name].pop()
-        for kind in KINDS_OF.get(name, ()):
-            self.marks[kind].pop()
-        if self.foreign and self.foreign[-1] == position:
-            self.foreign.pop()
-        if name in ACTIVE_FORMATTING and self.closed.get(name, 0) < self.active[name]:  # the latest are the active ones
-            self.closed[name] = self.closed.get(name, 0) + 1
-        return name
-
-    def _reopen(self) -> None:
-        self.reopened += sum(self.closed.values())
-        if self.reopened > MAX_REOPENED:
-            raise DecodeError(f"formatting elements reopened more than {MAX_REOPENED} times: not parsed")
-        closed, self.closed = self.closed, {}
-        for tag, count in closed.items():
-            for _ in range(count):
-                self._push(tag)
 
 
 def _read_head(tree: LexborHTMLParser, page: Page, directives: set[str]) -> None:
