@@ -356,9 +356,10 @@ class _OpenElements(_Estimate):
             self._forget_after(self.every["ruby"][-1])
         closes = CLOSES.get(name) or (name in HEADINGS and self.stack and self.stack[-1])
         if closes and self._may_close(name, closes):
-            self._forget_from(self.at[closes][-1])
-            if name == "select":
-                return  # HTML5 drops a <select> in a <select>
+            position = self.at[closes][-1]
+            self._forget_from(position)
+            if name == "select" and self._topmost(("scope",), ("td", "th"), (position, -1)) is None:
+                return  # HTML5 drops a <select> in a <select> (unless in an <object> in it)
         if name in ("option", "optgroup"):  # (in a <select>, lexbor ends more: <optgroup>s and <dd>s nest here)
             self._end_option()
         table = self.marks["table"]
@@ -368,8 +369,14 @@ class _OpenElements(_Estimate):
                 self._close_since(last[-1], STOPS[name][:2])
             if name in ("li", "dd", "dt"):
                 self._close_since("p", STOPS["p"][:2])
-            if table and name in CELLS:
-                self._forget_after(table[-1])  # HTML5 clears the stack back to the table
+            if table and name in CELLS:  # HTML5 clears the stack back to the row, or the table
+                if name != "tr" and "tr" in self.since:
+                    depth, _ = self.since["tr"]
+                    self._forget_above(depth, (depth - 0.5, list(self.since).index("tr")))
+                else:
+                    self._forget_after(table[-1])
+            if self.since and max(self.since.values())[0] == len(self.stack):  # <li><dd><li><dd>: nested
+                self._push("#" + name, kept=False)  # (as deep: gone when the one it is in closes)
             self.since.pop(name, None)
             self.since[name] = len(self.stack), True
         elif name in ACTIVE_FORMATTING:
