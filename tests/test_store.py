@@ -21,6 +21,7 @@ from focuscrawl.parse import parse_html
 from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlDirError, Queries, SqliteFrontier, Store,
                               WarcArchive, content_hash, crawl_status, export_rows, meta_of, open_existing,
                               read_only, transaction, upgrade_schema)
+from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
 from focuscrawl.store.schema import connect
 
@@ -144,6 +145,53 @@ def test_a_rolled_back_transaction_leaves_nothing_behind(store):
 
 
 # -- the store: one fetched page -------------------------------------------------------------------
+
+def seen_set_is_true(frontier: SqliteFrontier) -> bool:
+    """The frontier's seen set in memory says of every URL what the database says."""
+    rows = frontier.db.execute("SELECT url, id, state, priority, skip_reason FROM urls").fetchall()
+    memory = frontier.known([url for url, *_ in rows] + ["http://a.test/never-seen"])
+    truth = {url: (url_id, state, round(priority, 5), reason if reason in seen_set.REASONS else seen_set.OTHER_REASON)
+             for url, url_id, state, priority, reason in rows}
+    return {url: (s.url_id, s.state, round(s.priority, 5), s.skip_reason) for url, s in memory.items()} == truth
+
+
+def test_the_seen_set_in_memory_follows_every_write_to_a_urls_state_or_priority(store, monkeypatch):
+    """Added, raised, revived, handed out, finished, trimmed, dropped with a bad host, requeued,
+    promoted, scaled by a link cluster, rolled back: the memory says what the database says."""
+    monkeypatch.setattr(seen_set, "MERGE_EVERY", 7)  # most in the sorted arrays, some recent
+    frontier = SqliteFrontier(store.db, Hosts(CONFIG), link_clusters=2.0)
+    urls = [f"http://a.test/{i}" for i in range(40)] + [f"http://b.test/{i}" for i in range(5)]
+    with store.transaction():
+        (parent,) = frontier.add([("http://c.test/", "c.test", 0.0, "nofollow")], 0, None)
+        ids = frontier.add([(url, host_of(url), i / 100, "nofollow" if i % 9 == 0 else None)
+                            for i, url in enumerate(urls)], 1, parent)  # one link cluster
+        frontier.add([(urls[2], "a.test", 0.9, None), (urls[9], "a.test", 0.1, None)], 1, None)  # raised, revived
+    assert seen_set_is_true(frontier)
+    item = frontier.next_ready()
+    assert seen_set_is_true(frontier)
+    with store.transaction():
+        frontier.finish(item)
+        frontier.learn_cluster(frontier.next_ready(), 0.0)  # in flight; the rest of the cluster scaled down
+        frontier.mark_fetched_alias(urls[30], "a.test", 1, None)
+    assert seen_set_is_true(frontier)
+    with store.transaction():
+        frontier.trim(20)
+        frontier.drop_host("b.test")
+        frontier.promote({ids[39]: 0.5, ids[0]: 0.3})
+        frontier.requeue([(0.2, ids[1])])
+    assert seen_set_is_true(frontier)
+    with pytest.raises(RuntimeError), store.transaction():
+        (gone,) = frontier.add([("http://a.test/gone", "a.test", 0.5, None)], 0, None)
+        frontier.finish(frontier.next_ready())
+        raise RuntimeError("the page fails")
+    frontier.resync()
+    assert seen_set_is_true(frontier) and frontier.known(["http://a.test/gone"]) == {}
+    with store.transaction():
+        (other,) = frontier.add([("http://a.test/other", "a.test", 0.5, None)], 0, None)
+        (again,) = frontier.add([("http://a.test/gone", "a.test", 0.5, None)], 0, None)
+    assert other == gone and again != gone and seen_set_is_true(frontier)
+    assert seen_set_is_true(SqliteFrontier(store.db, Hosts(CONFIG)))  # read from disk
+
 
 def test_a_second_store_on_the_same_directory_is_refused_until_the_first_closes(tmp_path):
     first = Store(tmp_path / "crawl", warc=False)

@@ -76,7 +76,7 @@ class Seen:
     url_id: int
     state: int  # queued, in flight, done or skipped (``focuscrawl.store.schema``)
     priority: float
-    skip_reason: str | None
+    skip_reason: str | None  # (one a later link may lift, REVIVABLE; others may be given as one placeholder)
 
 
 @dataclass(slots=True)

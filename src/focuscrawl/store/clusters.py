@@ -11,13 +11,15 @@ from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.frontier import CLUSTER_STEP, HEAD, Item
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.schema import QUEUED
+from focuscrawl.store.seen_set import SeenSet
 
 
 class LinkClusters:
     def __init__(self, db: sqlite3.Connection, hosts: Hosts, heaps: HostHeaps, prior: float,
-                 refresh: Callable[[str, str], None]):
-        """``refresh(queue, host)``: read a host's best URL of a queue again from disk."""
-        self.db, self.hosts, self.heaps, self.prior, self.refresh = db, hosts, heaps, prior, refresh
+                 refresh: Callable[[str, str], None], seen: Callable[[], SeenSet]):
+        """``refresh(queue, host)``: read a host's best URL of a queue again from disk; ``seen()``:
+        the frontier's seen set, told of new priorities."""
+        self.db, self.hosts, self.heaps, self.prior, self.refresh, self.seen = db, hosts, heaps, prior, refresh, seen
 
     def learn(self, item: Item, relevance: float) -> None:
         """The out-links of one page are a link cluster, their priorities one guess (best-first:
@@ -49,6 +51,7 @@ class LinkClusters:
         rows = self.db.execute(f"SELECT id, queue, host, priority FROM urls WHERE parent_id = ? AND state = {QUEUED}"
                                f" AND priority < {HEAD / 2}", (parent,)).fetchall()
         self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", [(p * ratio, i) for i, _, _, p in rows])
+        self.seen().set_priorities([i for i, _, _, _ in rows], [p * ratio for _, _, _, p in rows])
         stale = set()
         for url_id, queue, name, priority in rows:
             best = self.heaps.best_of.get((queue, name))

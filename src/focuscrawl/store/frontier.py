@@ -2,7 +2,8 @@
 disk in the ``urls`` table (state 0, a partial index on (queue, host, priority)), handed out
 best first among the hosts politeness lets us ask now, and only if the URL is among the best
 the whole frontier holds (the hand-out order), so that parallel fetching does not throw the
-priority order away. Memory holds one small record per host (:mod:`.host_heaps`)."""
+priority order away. Memory holds one small record per host (:mod:`.host_heaps`) and the seen
+set's fingerprints and records, about 22 bytes a URL (:mod:`.seen_set`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
 from focuscrawl.store.clusters import LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
+from focuscrawl.store.seen_set import SeenSet
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
-from focuscrawl.store.sql import rows_in
 
 
 class SqliteFrontier:
@@ -27,7 +28,9 @@ class SqliteFrontier:
         self.db = db
         self.hosts = hosts
         self.heaps = HostHeaps(hosts, order, band)
-        self.clusters = LinkClusters(db, hosts, self.heaps, link_clusters, self._refresh) if link_clusters else None
+        self._seen: SeenSet | None = None  # read by the load, or the first lookup
+        self.clusters = LinkClusters(db, hosts, self.heaps, link_clusters, self._refresh, lambda: self.seen) \
+            if link_clusters else None
         self.size = 0  # queued URLs
         self.in_flight = 0
         self.done = 0  # URLs fetched over the whole crawl, resumes included (refused ones are not)
@@ -37,11 +40,16 @@ class SqliteFrontier:
         requeued = self.db.execute("UPDATE urls SET state = ? WHERE state = ?", (QUEUED, IN_FLIGHT)).rowcount
         for name, failures, status, delay in self.db.execute("SELECT host, failures, status, crawl_delay FROM hosts"):
             self.hosts.restore(name, failures, status, delay)
-        self.resync()
+        self._seen = SeenSet.read(self.db)
+        self.resync(reread=False)
         return requeued
 
-    def resync(self) -> None:
-        """Recount from the database and re-offer every host (after a load or a rolled-back page)."""
+    def resync(self, reread: bool = True) -> None:
+        """Recount from the database and re-offer every host, and read the seen set's records
+        again (after a load, a rolled-back page, or priorities changed on disk)."""
+        if reread and self._seen is not None:
+            self._seen.forget_after(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM urls").fetchone()[0])
+            self._seen.reread(self.db)
         self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
         self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
         self.heaps.clear()
@@ -73,6 +81,7 @@ class SqliteFrontier:
                     (url, host, depth, parent_id, priority, state, skip_reason, time.time(), tunnel, queue),
                 ).lastrowid
                 known[url] = Seen(url_id, state, priority, skip_reason)
+                self.seen.add(url, url_id, state, priority, skip_reason)
                 if state == QUEUED:
                     self.size += 1
                     self.heaps.raise_best(queue, self.hosts[host], priority, url_id)
@@ -81,10 +90,15 @@ class SqliteFrontier:
             ids.append(known[url].url_id)
         return ids
 
+    @property
+    def seen(self) -> SeenSet:
+        if self._seen is None:
+            self._seen = SeenSet.read(self.db)
+        return self._seen
+
     def known(self, urls: list[str]) -> dict[str, Seen]:
-        """The records of those of ``urls`` seen before, by URL."""
-        return {url: Seen(*rest) for url, *rest in rows_in(
-            self.db, "SELECT url, id, state, priority, skip_reason FROM urls WHERE url IN ({})", urls)}
+        """The records of those of ``urls`` seen before, by URL (from memory: :mod:`.seen_set`)."""
+        return self.seen.records(urls)
 
     def _readmit(self, seen: Seen, host: str, depth: int, parent_id: int | None, priority: float, tunnel: int,
                  queue: str) -> None:
@@ -103,16 +117,19 @@ class SqliteFrontier:
         else:
             return
         seen.state, seen.priority, seen.skip_reason = QUEUED, priority, None
+        self.seen.set(seen.url_id, QUEUED, priority)
         self.heaps.raise_best(queue, self.hosts[host], priority, seen.url_id)
 
     def mark_fetched_alias(self, url: str, host: str, depth: int, parent_id: int | None) -> None:
         """A redirect's final URL has been fetched too: never queue it again."""
-        row = self.db.execute("SELECT id, state FROM urls WHERE url = ?", (url,)).fetchone()
-        if row is None:
-            self.add([Discovered(url, host, 0.0, "fetched as a redirect target")], depth, parent_id)
-        elif row[1] in (QUEUED, SKIPPED):
-            self.db.execute("UPDATE urls SET state = ?, skip_reason = 'fetched as a redirect target' WHERE id = ?", (DONE, row[0]))
-            self.size -= row[1] == QUEUED
+        reason = "fetched as a redirect target"
+        seen = self.known([url]).get(url)
+        if seen is None:
+            self.add([Discovered(url, host, 0.0, reason)], depth, parent_id)
+        elif seen.state in (QUEUED, SKIPPED):
+            self.db.execute("UPDATE urls SET state = ?, skip_reason = ? WHERE id = ?", (DONE, reason, seen.url_id))
+            self.seen.set(seen.url_id, DONE, reason=reason)
+            self.size -= seen.state == QUEUED
 
     # -- hand-out ----------------------------------------------------------------------------
 
@@ -137,6 +154,7 @@ class SqliteFrontier:
                 continue
             url_id, url, depth, parent_id, priority, tunnel = rows[0]
             self.db.execute("UPDATE urls SET state = ? WHERE id = ?", (IN_FLIGHT, url_id))
+            self.seen.set(url_id, IN_FLIGHT)
             host = self.hosts[name]
             host.active += 1
             self.size -= 1
@@ -176,6 +194,7 @@ class SqliteFrontier:
         (robots.txt, policy, MIME type, size) was not a fetch: it keeps the reason and does not
         count toward the budget."""
         self.db.execute("UPDATE urls SET state = ?, skip_reason = ? WHERE id = ?", (DONE, refused, item.url_id))
+        self.seen.set(item.url_id, DONE, reason=refused)
         self.done += refused is None
 
     def release(self, item: Item) -> None:
@@ -189,38 +208,46 @@ class SqliteFrontier:
 
     def drop_host(self, name: str) -> int:
         """A bad host: its queued URLs are skipped for the rest of the crawl."""
-        dropped = self.db.execute(
-            "UPDATE urls SET state = ?, skip_reason = 'host marked bad' WHERE host = ? AND state = ?", (SKIPPED, name, QUEUED)
-        ).rowcount
-        self.size -= dropped
+        dropped = [url_id for url_id, in self.db.execute(
+            "UPDATE urls SET state = ?, skip_reason = 'host marked bad' WHERE host = ? AND state = ? RETURNING id",
+            (SKIPPED, name, QUEUED))]
+        for url_id in dropped:
+            self.seen.set(url_id, SKIPPED, reason="host marked bad")
+        self.size -= len(dropped)
         self.heaps.forget(name)
-        return dropped
+        return len(dropped)
 
     # -- reorganisation (BINGO!) ---------------------------------------------------------------
 
     def trim(self, max_queued: int) -> int:
         """BINGO!'s bounded queue: beyond ``max_queued`` URLs in a queue (each topic's, with
         per-topic queues) the lowest-priority ones are dropped; a later link may queue them again."""
-        dropped = self.db.execute(
+        dropped = [url_id for url_id, in self.db.execute(
             "UPDATE urls SET state = ?, skip_reason = ? WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
-            " (PARTITION BY queue ORDER BY priority DESC, id) AS rank FROM urls WHERE state = ?) WHERE rank > ?)",
-            (SKIPPED, QUEUE_FULL, QUEUED, max_queued)).rowcount
-        self.size -= dropped
-        return dropped
+            " (PARTITION BY queue ORDER BY priority DESC, id) AS rank FROM urls WHERE state = ?) WHERE rank > ?)"
+            " RETURNING id", (SKIPPED, QUEUE_FULL, QUEUED, max_queued))]
+        for url_id in dropped:
+            self.seen.set(url_id, SKIPPED, reason=QUEUE_FULL)
+        self.size -= len(dropped)
+        return len(dropped)
 
     def requeue(self, rows: list[tuple[float, int]]) -> int:
         """Queue again skipped URLs given as (priority, id), unless their host has gone bad
         (call :meth:`resync` after the transaction)."""
-        return self.db.executemany(
+        requeued = self.db.executemany(
             f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ? AND state = {SKIPPED}"
             f" AND host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')", rows).rowcount
+        self.seen.reread(self.db, [url_id for _, url_id in rows])
+        return requeued
 
     def promote(self, priorities: dict[int, float]) -> int:
         """Put not-yet-fetched URLs at the head of the frontier (BINGO!'s best hubs' links):
         priority HEAD + the given score; a URL the crawl policy had left aside (not one refused
         by nofollow or max_depth) is queued. Call :meth:`resync` after the transaction."""
         rows = [(HEAD + p, url_id) for url_id, p in priorities.items()]
-        return self.db.executemany(
+        promoted = self.db.executemany(
             f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ?"
             f" AND (state = {QUEUED} OR (state = {SKIPPED} AND skip_reason IN ('{TUNNEL_END}', '{OUT_OF_PHASE}',"
             f" '{QUEUE_FULL}'))) AND host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')", rows).rowcount
+        self.seen.reread(self.db, list(priorities))
+        return promoted

@@ -1,5 +1,5 @@
-"""The SQLite frontier's memory: one small record per host, whatever the number of URLs on
-disk. As in Mercator's back queues, hosts sit in heaps: *ready* by the priority of their best
+"""The SQLite frontier's memory of hosts: one small record per host, whatever the number of URLs
+on disk. As in Mercator's back queues, hosts sit in heaps: *ready* by the priority of their best
 queued URL, *sleeping* by the time their politeness interval ends; a third heap holds every
 host with queued URLs by its best, the frontier's best for the hand-out order. Each heap is
 kept per queue (one queue "", or BINGO!'s sub-queue per topic)."""
