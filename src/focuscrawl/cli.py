@@ -12,12 +12,14 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
+import psycopg
 import typer
 import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from focuscrawl import workers as shared
 from focuscrawl.bench import bench
 from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
 from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
@@ -57,6 +59,14 @@ from focuscrawl.testweb.webmap import WebMap
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
 progress_console = Console(stderr=True)
 USER_ERRORS = (ConfigError, CrawlDirError, ModelError)
+
+
+SHARED_ERRORS = USER_ERRORS + (psycopg.Error, ValueError)  # a shared crawl's database may refuse too
+
+
+def _one_line(error: Exception) -> str:
+    """A database's messages run over several lines; ours already say one thing per line."""
+    return " ".join(str(error).split()) if isinstance(error, psycopg.Error) else str(error)
 
 
 def _fail(message: str) -> None:
@@ -130,6 +140,11 @@ def crawl(
     taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="focus on every topic of a 'topics import' folder"),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
     processes: Optional[int] = typer.Option(None, "--processes", help="processes sharing the per-page work (fetch.processes)"),
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://…: a crawl shared by workers, its state there"
+                                     " (store.database)"),
+    workers: int = typer.Option(1, "--workers", min=1, help="with --db: worker processes to start here"),
+    crawl_name: Optional[str] = typer.Option(None, "--crawl", help="with --db: the crawl's name there (store.crawl_name;"
+                                             " default: the directory's)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
 ) -> None:
     """Start a crawl from a config file, from flags, or from both (flags win)."""
@@ -154,6 +169,8 @@ def crawl(
         "topic.taxonomy": str(taxonomy.resolve()) if taxonomy else None,
         "politeness.min_interval": delay,
         "fetch.processes": processes,
+        "store.database": db,
+        "store.crawl_name": crawl_name,
     }
     for setting, value in overrides.items():
         if value is not None:
@@ -163,9 +180,38 @@ def crawl(
         if config_file is not None:
             config = resolve_paths(config, config_file.resolve().parent)
         directory = out or Path(f"crawl-{time.strftime('%Y%m%d-%H%M%S')}")
-        crawler = Crawler.create(config, directory)
-    except USER_ERRORS as error:
-        _fail(str(error))
+        if config.store.database:
+            config = shared.publish(config, directory)
+        else:
+            crawler = Crawler.create(config, directory)
+    except SHARED_ERRORS as error:
+        _fail(_one_line(error))
+    if config.store.database:
+        raise typer.Exit(shared.run_local(directory, config, workers))
+    _run(crawler, quiet)
+
+
+@app.command()
+def worker(
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding the crawl (default: the one --dir's"
+                                     " config names)"),
+    crawl_name: Optional[str] = typer.Option(None, "--crawl", help="the crawl's name there (default: --dir's)"),
+    directory: Optional[Path] = typer.Option(None, "--dir", help="the shared crawl directory (default: the one the"
+                                             " crawl was started with)"),
+    worker_id: Optional[str] = typer.Option(None, "--id", help="this worker's name, in its WARC files' names"
+                                            " (default: host name and process id)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Crawl as one of many workers of a crawl shared on PostgreSQL (stateless: start and kill at will)."""
+    try:
+        if db is None or crawl_name is None:
+            config = shared.shared_config(directory) if directory else None
+            if config is None:
+                _fail("give --db and --crawl, or --dir with a shared crawl's directory")
+            db, crawl_name = db or config.store.database, crawl_name or config.store.crawl_name
+        crawler = shared.join(db, crawl_name, worker_id or shared.worker_id(process=True), directory)
+    except SHARED_ERRORS as error:
+        _fail(_one_line(error))
     _run(crawler, quiet)
 
 
@@ -176,12 +222,21 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
     refuse_loopback: bool = typer.Option(False, "--refuse-loopback", help="refuse loopback addresses in this run"
                                          " (the portal starts crawls so, unless serve --allow-loopback)"),
+    workers: int = typer.Option(1, "--workers", min=1, help="a shared crawl: worker processes to start here"),
 ) -> None:
     """Continue a stopped or killed crawl: nothing discovered is lost, nothing fetched twice."""
     try:
-        crawler = Crawler.open(directory, not refuse_loopback, **({"max_pages": max_pages} if max_pages else {}))
-    except USER_ERRORS as error:
-        _fail(str(error))
+        config = shared.shared_config(directory)
+        if config is None:
+            crawler = Crawler.open(directory, not refuse_loopback, **({"max_pages": max_pages} if max_pages else {}))
+        elif refuse_loopback:
+            _fail("--refuse-loopback: not for a crawl shared by workers yet")
+        elif max_pages:
+            config = shared.raise_budget(config, directory, max_pages)
+    except SHARED_ERRORS as error:
+        _fail(_one_line(error))
+    if config is not None:
+        raise typer.Exit(shared.run_local(directory, config, workers))
     _run(crawler, quiet)
 
 
@@ -189,9 +244,10 @@ def resume(
 def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
     """Figures of a crawl: pages, errors, frontier, harvest rate, state."""
     try:
-        figures = crawl_status(open_existing(directory))
-    except USER_ERRORS as error:
-        _fail(str(error))
+        config = shared.shared_config(directory)
+        figures = crawl_status(*shared.open_shared(config)) if config else crawl_status(open_existing(directory))
+    except SHARED_ERRORS as error:
+        _fail(_one_line(error))
     if as_json:
         print(json.dumps(figures, indent=2))
         return
@@ -217,15 +273,16 @@ def export(
     if fmt == "parquet" and output is None:
         _fail("--format parquet: give --output FILE (Parquet is not written to a terminal)")
     try:
-        rows = export_rows(open_existing(directory))
+        config = shared.shared_config(directory)
+        rows = export_rows(shared.open_shared(config)[0] if config else open_existing(directory))
         if fmt == "parquet":
             write_parquet(rows, EXPORT_FIELDS, output)
             return
         with open(output, "w", encoding="utf-8", newline="") if output else nullcontext(sys.stdout) as stream:
             for chunk in text_chunks(rows, fmt, EXPORT_FIELDS):
                 stream.write(chunk)
-    except USER_ERRORS as error:
-        _fail(str(error))
+    except SHARED_ERRORS as error:
+        _fail(_one_line(error))
     except OSError as error:
         _fail(f"--output {output}: {error.strerror or error}")
 
@@ -305,6 +362,8 @@ def testweb_serve(
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="bytes per second per response"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON line when ready"),
     hostmap: Optional[Path] = typer.Option(None, "--hostmap", help="where to write the host map (default DIR/hostmap.yml)"),
+    access_log: Optional[Path] = typer.Option(None, "--access-log", help="append a line per request: epoch seconds,"
+                                              " host, path (politeness as the server saw it)"),
 ) -> None:
     """Serve every site on 127.0.0.1 and write DIR/hostmap.yml for crawl configs."""
     try:
@@ -319,7 +378,7 @@ def testweb_serve(
             print(f"serving {len(webmap.hosts())} sites on http://127.0.0.1:{bound}/ — host map: {hostmap}", flush=True)
 
     try:
-        asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready, hostmap))
+        asyncio.run(serve_testweb(webmap, port, latency, bandwidth, ready, hostmap, access_log))
     except KeyboardInterrupt:
         pass
 

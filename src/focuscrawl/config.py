@@ -59,7 +59,8 @@ class PolitenessSettings(_Section):
     user_agent: str = Field("focuscrawl/0.1 (focused crawler)", description="add your contact URL or e-mail")
     robots: bool = True
     per_host_connections: int = Field(2, ge=1)
-    min_interval: float = Field(1.0, ge=0, description="seconds between request starts on one host")
+    min_interval: float = Field(1.0, ge=0, description="seconds between request starts on one host, and from its"
+                                                            " last answer to the next start")
     crawl_delay_cap: float = Field(30.0, ge=0, description="Crawl-delay above this is capped")
 
 
@@ -200,6 +201,8 @@ class FrontierSettings(_Section):
         10.0, gt=0, description="exploration: the out-links of one page are a cluster; as some are fetched, the"
         " others' priorities become the posterior mean of how they turn out, the strategy's priority a prior worth"
         " this many pages (none: the strategy's priorities alone)")
+    lease_seconds: float = Field(30.0, gt=0, description="a crawl shared by workers (--db): a worker's lease on a host"
+                                 " lives this long unless renewed; a killed worker's URLs go to others after it")
 
 
 class AdaptationSettings(_Section):
@@ -238,6 +241,10 @@ class StoreSettings(_Section):
                                                  " anchor texts of links found later every second")
     near_duplicates: bool = Field(False, description="sign each page (where it is judged) and do not expand a page"
                                                      " whose text nearly repeats one stored before (Jaccard >= 0.8)")
+    database: str | None = Field(None, pattern=r"^postgres(ql)?://", description="postgresql://…: a crawl shared by"
+                                 " workers keeps its frontier and repository there (none: crawl.db in the crawl directory)")
+    crawl_name: str | None = Field(None, pattern=r"^[a-z0-9_]{1,40}$", description="with database: the crawl's name"
+                                   " there (its schema crawl_NAME; default: from the crawl directory's name)")
 
 
 class CrawlConfig(_Section):

@@ -168,11 +168,12 @@ class Parts:
 
 
 class Crawler:
-    def __init__(self, directory: Path, config: CrawlConfig, parts: Parts | None = None):
+    def __init__(self, directory: Path, config: CrawlConfig, parts: Parts | None = None, store: Repository | None = None):
+        """``store``: the crawl's repository (by default the SQLite one in ``directory``)."""
         self.directory = Path(directory)
         self.config = config
-        self.store: Repository = Store(self.directory, config.store.warc, config.store.warc_max_bytes,
-                                       config.store.search_index)
+        self.store: Repository = store or Store(self.directory, config.store.warc, config.store.warc_max_bytes,
+                                                config.store.search_index)
         self.hosts = Hosts(config)
         settings = config.frontier
         # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
@@ -342,7 +343,7 @@ class Crawler:
         max_pages = self.config.budget.max_pages
         while self.stop_reason is None:
             await self._running.wait()
-            if max_pages is not None and self.frontier.done + self.frontier.in_flight >= max_pages:
+            if max_pages is not None and self.frontier.claimed() >= max_pages:
                 if self.frontier.in_flight == 0:
                     self.stop_reason = f"budget: max_pages {max_pages}"
                     self._changed.set()
@@ -350,7 +351,7 @@ class Crawler:
             item = self.frontier.next_ready()
             if item is not None:
                 return item
-            if self.frontier.size == 0 and self.frontier.in_flight == 0:
+            if self.frontier.exhausted():
                 if self.adaptation is not None and self.adaptation.frontier_exhausted():
                     continue  # the learning phase is over: its leftovers are queued for the harvest
                 self._changed.set()

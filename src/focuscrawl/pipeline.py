@@ -92,7 +92,7 @@ class PagePipeline:
         if near:  # a page that nearly repeats one stored before is kept, not expanded
             original, similar = self.store.search.near_duplicates.original_of(judged.signature)
             follow = follow and original is None
-        with self.store.transaction():
+        def store_page() -> None:  # one unit of work (a shared crawl's may run again after a deadlock)
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
             if response.final_url != item.url:
                 self.frontier.mark_fetched_alias(response.final_url, host_of(response.final_url), item.depth, item.parent_id)
@@ -113,6 +113,8 @@ class PagePipeline:
             if relevance is not None:
                 self.frontier.learn_cluster(item, relevance)
             self._record_host_state(item.host)
+
+        self.store.run_unit(store_page)
         self.stage_seconds["store"] += time.perf_counter() - clock - self.stage_seconds["index"] + indexed_before
         if self.apprentice is not None:
             self.apprentice.after_page()

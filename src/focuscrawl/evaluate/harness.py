@@ -67,7 +67,8 @@ class ServedTestWeb:
     goes to a private file: DIR/hostmap.yml announces only servers started by the user, so a
     second evaluation never depends on a server the first will stop."""
 
-    def __init__(self, directory: Path, latency: float = 0.0, bandwidth: float | None = None):
+    def __init__(self, directory: Path, latency: float = 0.0, bandwidth: float | None = None,
+                 access_log: Path | None = None):
         self._hostmap = tempfile.NamedTemporaryFile(prefix="focuscrawl-hostmap-", suffix=".yml", delete=False)
         self._hostmap.close()
         command = [sys.executable, "-m", "focuscrawl", "testweb", "serve", str(directory), "--port", "0", "--json",
@@ -76,6 +77,8 @@ class ServedTestWeb:
             command += ["--latency", str(latency)]
         if bandwidth:
             command += ["--bandwidth", str(bandwidth)]
+        if access_log:
+            command += ["--access-log", str(access_log)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line:

@@ -59,6 +59,13 @@ class Hosts:
         host.next_start = start + host.interval
         return start - now
 
+    def answered(self, name: str) -> None:
+        """The host answered now: its next request also waits a whole interval from here (as
+        Heritrix counts its delay from the end of a fetch), so a request that left late (a busy
+        process, a slow connect) never reaches the server closer than the interval to the next."""
+        host = self[name]
+        host.next_start = max(host.next_start, time.monotonic() + host.interval)
+
     def defer(self, name: str, seconds: float) -> None:
         """The server asked for a pause (Retry-After): no request starts before it ends, nor before
         the Crawl-delay cap would allow."""

@@ -298,9 +298,11 @@ class Fetcher:
         request_headers = {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"}
         exchange = Exchange(url, request_headers)
         response.exchanges.append(exchange)
-        await self.hosts.wait_turn(host_of(url))
+        host = host_of(url)
+        await self.hosts.wait_turn(host)
         try:
             async with self.session.get(self._wire_url(url), headers=request_headers, allow_redirects=False) as resp:
+                self.hosts.answered(host)
                 exchange.status = resp.status
                 exchange.reason = (resp.reason or "").encode("ascii", "replace").decode("ascii")
                 exchange.http_version = f"HTTP/{resp.version.major}.{resp.version.minor}"

@@ -189,6 +189,12 @@ class SqliteFrontier:
         """How long until a sleeping host wakes; None if none sleeps."""
         return self.heaps.seconds_to_next()
 
+    def exhausted(self) -> bool:
+        return self.size == 0 and self.in_flight == 0
+
+    def claimed(self) -> int:
+        return self.done + self.in_flight
+
     def finish(self, item: Item, refused: str | None = None) -> None:
         """The URL has been handled (call inside the page's transaction). A URL ``refused``
         (robots.txt, policy, MIME type, size) was not a fetch: it keeps the reason and does not

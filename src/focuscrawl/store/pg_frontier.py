@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS hosts (
     next_allowed double precision NOT NULL DEFAULT 0, -- no request may start before (epoch seconds)
     lease_owner text,
     lease_until double precision NOT NULL DEFAULT 0,
-    status text NOT NULL DEFAULT 'ok'
+    status text NOT NULL DEFAULT 'ok',
+    failures integer NOT NULL DEFAULT 0,              -- as the fetcher last counted them (the repository's record_host)
+    crawl_delay double precision
 );
 CREATE INDEX IF NOT EXISTS hosts_free_by_best ON hosts (best DESC) WHERE best IS NOT NULL AND lease_owner IS NULL;
 CREATE INDEX IF NOT EXISTS hosts_leased ON hosts (lease_until) WHERE lease_owner IS NOT NULL;
@@ -60,7 +62,8 @@ CREATE INDEX IF NOT EXISTS urls_in_flight ON urls (host) WHERE state = {IN_FLIGH
 CREATE TABLE IF NOT EXISTS workers (
     worker text PRIMARY KEY,
     done bigint NOT NULL DEFAULT 0,                   -- URLs fetched (not refused) by this worker
-    seen_at double precision NOT NULL
+    seen_at double precision NOT NULL,
+    stopped_at double precision                       -- NULL while it runs
 );
 """
 
@@ -74,13 +77,23 @@ def url_hash(url: str) -> int:
     return int.from_bytes(hashlib.md5(url.encode()).digest()[:8], "big", signed=True)
 
 
+def shown(dsn: str) -> str:
+    """The DSN as messages show it: without its password."""
+    return re.sub(r"(password=)[^&\s]+|(://[^/@:]*:)[^/@]*(@)", lambda m: f"{m[1] or m[2]}***{m[3] or ''}", dsn)
+
+
+def schema_of(crawl: str) -> str:
+    """The PostgreSQL schema holding a crawl's tables."""
+    if not re.fullmatch(r"[a-z0-9_]{1,40}", crawl):
+        raise ValueError(f"crawl name {crawl!r}: use 1 to 40 of a-z, 0-9 and _")
+    return f"crawl_{crawl}"
+
+
 def connect(dsn: str, crawl: str) -> psycopg.Connection:
     """A connection whose tables are the crawl's (its schema, created if new); autocommit: every
     statement below is its own transaction unless grouped."""
-    if not re.fullmatch(r"[a-z0-9_]{1,40}", crawl):
-        raise ValueError(f"crawl name {crawl!r}: use 1 to 40 of a-z, 0-9 and _")
+    schema = schema_of(crawl)
     db = psycopg.connect(dsn, autocommit=True)
-    schema = f"crawl_{crawl}"
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))  # workers starting together
         db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
@@ -118,7 +131,7 @@ class PgFrontier:
     def load(self) -> int:
         """Register this worker and count the frontier; nothing to requeue (expired leases are)."""
         self.db.execute(f"INSERT INTO workers (worker, seen_at) VALUES (%s, {NOW}) ON CONFLICT (worker) DO UPDATE"
-                        f" SET seen_at = EXCLUDED.seen_at", (self.worker,))
+                        f" SET seen_at = EXCLUDED.seen_at, stopped_at = NULL", (self.worker,))
         self.resync()
         return 0
 
@@ -127,7 +140,7 @@ class PgFrontier:
         URLs and the other workers' URLs in flight up to ``COUNT_CAP`` each (an exact count of
         10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate)."""
         self.done, queued, others = self.db.execute(
-            f"SELECT (SELECT COALESCE(SUM(done), 0) FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
+            f"SELECT (SELECT COALESCE(SUM(done), 0)::bigint FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
             f" state = {QUEUED} LIMIT {COUNT_CAP}) AS q), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state ="
             f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f)", (self.worker,)).fetchone()
         self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
@@ -234,8 +247,9 @@ class PgFrontier:
                 self._waiting_until = time.monotonic() + 0.05
                 return None
             name, wait = row
-            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE host = %s AND state = {IN_FLIGHT}",
-                            (name,))  # a dead lessee's; a live one would hold the lease
+            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host"
+                            f" = %s AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (name,))  # a dead lessee's
+            # (a live one would hold the lease); rows a page's transaction holds are skipped, never waited for
             items = self._take(name)
             self.db.execute(f"UPDATE hosts SET lease_owner = %s, lease_until = {NOW} + %s, best = (SELECT MAX(priority)"
                             f" FROM urls WHERE host = %s AND state = {QUEUED}) WHERE host = %s",
@@ -251,8 +265,8 @@ class PgFrontier:
     def _take(self, name: str) -> list[Item]:
         rows = self.db.execute(
             f"UPDATE urls SET state = {IN_FLIGHT}, owner = %s WHERE id IN (SELECT id FROM urls WHERE host = %s AND state"
-            f" = {QUEUED} ORDER BY priority DESC, id LIMIT %s) RETURNING id, url, host, depth, parent_id, priority,"
-            f" tunnel, queue", (self.worker, name, self.batch)).fetchall()
+            f" = {QUEUED} ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, url, host, depth,"
+            f" parent_id, priority, tunnel, queue", (self.worker, name, self.batch)).fetchall()
         return sorted((Item(*row) for row in rows), key=lambda item: (-item.priority, item.url_id))
 
     def _renew(self) -> None:
@@ -268,6 +282,24 @@ class PgFrontier:
         if len(self.leases) < self.max_leases:
             waits.append(self._waiting_until - now)
         return max(0.0, min(waits)) if waits else None
+
+    def exhausted(self) -> bool:
+        """Nothing queued and nothing in flight anywhere (another worker's page may queue more),
+        counted again at most four times a second."""
+        if self.in_flight or self.size and time.monotonic() - self._counted < 1.0:
+            return False
+        if time.monotonic() - self._counted > 0.25:
+            self.resync()
+        return self.size == 0 and self.in_flight == 0 and self.others_in_flight == 0
+
+    def claimed(self) -> int:
+        """Every worker's fetched URLs (counted again if a tenth of a second old) and this worker's
+        in flight: the budget is overshot by at most the other workers' fetches in flight (the
+        URLs they hold in flight include those taken in a batch and not started: counted, they
+        would stop every worker short)."""
+        if time.monotonic() - self._counted > 0.1:
+            self.resync()
+        return self.done + self.in_flight
 
     def finish(self, item: Item, refused: str | None = None) -> bool:
         """The URL has been handled; False if this worker's lease on it had expired meanwhile."""
@@ -298,13 +330,20 @@ class PgFrontier:
         del self.leases[lease.host]
 
     def close(self) -> None:
-        """Give back every lease (URLs taken and not fetched return to the queue)."""
+        """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
         for lease in list(self.leases.values()):
             ids = [item.url_id for item in lease.items]
             self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id = ANY(%s) AND owner = %s",
                             (ids, self.worker))
             lease.items.clear()
             self._give_back(lease)
+        self.db.execute(f"UPDATE workers SET stopped_at = {NOW} WHERE worker = %s", (self.worker,))
+
+    def learn_cluster(self, item: Item, relevance: float) -> None:
+        pass  # link clusters are not shared yet (the worker refuses strategies that use them)
+
+    def reapply_clusters(self) -> int:
+        return 0
 
     def drop_host(self, name: str) -> int:
         """A bad host: its queued URLs are skipped for the rest of the crawl, by every worker."""

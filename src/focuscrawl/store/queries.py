@@ -7,6 +7,7 @@ scores, the adaptation's log). During a crawl, ``store.queries``; afterwards,
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import time
@@ -28,6 +29,31 @@ _VARYING = re.compile(r"[a-z][a-z0-9+.-]*://\S+|\d{4,}")  # URLs, sizes and port
 
 def _placeholder(match: re.Match) -> str:
     return "URL" if "://" in match.group() else "N"
+
+
+FAILURE_ROWS = ("SELECT CASE WHEN error IS NOT NULL THEN error ELSE 'HTTP ' || status END, refused, COUNT(*) FROM fetches"
+                " WHERE error IS NOT NULL OR status >= 400 GROUP BY 1, 2")  # one SQL for SQLite and PostgreSQL
+
+
+def failures_grouped(rows, limit: int) -> list[tuple[str, int]]:
+    """(reason, refused, count) rows as one line per cause, commonest first: URLs and long
+    numbers taken out, refusals marked so."""
+    reasons = Counter()
+    for reason, refused, count in rows:
+        reasons[("refused: " if refused else "") + _VARYING.sub(_placeholder, reason)] += count
+    return reasons.most_common(limit)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:  # none recorded (os.kill would signal our own process group)
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_only(directory: Path, any_thread: bool = False) -> sqlite3.Connection:
@@ -197,13 +223,19 @@ class Queries:
     def failures_by_reason(self, limit: int = 12) -> list[tuple[str, int]]:
         """What went wrong, commonest first: errors, refusals (marked so) and HTTP error statuses,
         with URLs and long numbers taken out so that one cause is one line."""
-        rows = self.db.execute(
-            "SELECT CASE WHEN error IS NOT NULL THEN error ELSE 'HTTP ' || status END, refused, COUNT(*) FROM fetches"
-            " WHERE error IS NOT NULL OR status >= 400 GROUP BY 1, 2")
-        reasons = Counter()
-        for reason, refused, count in rows:
-            reasons[("refused: " if refused else "") + _VARYING.sub(_placeholder, reason)] += count
-        return reasons.most_common(limit)
+        return failures_grouped(self.db.execute(FAILURE_ROWS), limit)
+
+    def crawl_state(self, meta: dict[str, str]) -> str:
+        """The crawl's state; a 'running' crawl whose process is gone was stopped."""
+        state = meta.get("state", "new")
+        if state in ("running", "paused") and not pid_alive(int(meta.get("pid", 0) or 0)):
+            return "stopped"
+        return state
+
+    def search_index(self) -> SearchIndex | None:
+        """The crawl's search index, if it has one."""
+        indexed = self.db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_docs', 'late_anchors')")
+        return SearchIndex(self.db) if indexed.fetchone()[0] == 2 else None
 
     def hosts_by_pages(self, limit: int = 12) -> list[tuple[str, int, int, str | None]]:
         """The hosts with the most pages fetched: (host, fetched, queued, status if recorded)."""

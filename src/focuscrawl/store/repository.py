@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from isal import isal_zlib
@@ -90,6 +90,9 @@ def lock_directory(directory: Path):
     return lock
 
 
+T = TypeVar("T")
+
+
 class Repository(Protocol):
     """What the crawl asks of a repository: one transaction per page, the page's records, the
     models, the meta data. :class:`Store` is the SQLite one; a shared backend is another class
@@ -102,6 +105,7 @@ class Repository(Protocol):
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
 
     def transaction(self) -> AbstractContextManager: ...
+    def run_unit(self, work: Callable[[], T]) -> T: ...
     def grouped(self, pages: int, seconds: float) -> AbstractContextManager: ...
     def commit_if_due(self) -> None: ...
     def get_meta(self, key: str, default: str | None = None) -> str | None: ...
@@ -182,6 +186,11 @@ class Store:
         finally:
             self.commit_pages = 1
             self.commit()
+
+    def run_unit(self, work: Callable[[], T]) -> T:
+        """``work()`` as one unit of work: SQLite's writers never deadlock, so it runs once."""
+        with self.transaction():
+            return work()
 
     @contextmanager
     def transaction(self):
@@ -383,12 +392,14 @@ class WarcArchive:
     ``committed_end(name)``: where the last record the crawl committed ends in that file (None
     if unknown); a kill may leave a record half written, or whole but not committed, after it."""
 
-    def __init__(self, directory: Path, max_bytes: int, committed_end: Callable[[str], int | None] = lambda name: None):
-        self.directory = directory
+    def __init__(self, directory: Path, max_bytes: int, committed_end: Callable[[str], int | None] = lambda name: None,
+                 prefix: str = "crawl"):
+        """``prefix``: the files' names before their serial (a shared crawl's worker: ``worker-ID``)."""
+        self.directory, self.prefix = directory, prefix
         directory.mkdir(exist_ok=True)
         self.max_bytes = max_bytes
-        existing = sorted(directory.glob("crawl-*.warc.gz"))
-        self.serial = int(existing[-1].name[6:11]) if existing else 0
+        existing = sorted(directory.glob(f"{prefix}-[0-9][0-9][0-9][0-9][0-9].warc.gz"))
+        self.serial = int(existing[-1].name[len(prefix) + 1:len(prefix) + 6]) if existing else 0
         self._file = None
         self._writer = None
         if existing:
@@ -405,10 +416,10 @@ class WarcArchive:
             os.truncate(path, end)
 
     def _open(self) -> None:
-        path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
+        path = self.directory / f"{self.prefix}-{self.serial:05d}.warc.gz"
         if path.exists() and path.stat().st_size >= self.max_bytes:
             self.serial += 1
-            path = self.directory / f"crawl-{self.serial:05d}.warc.gz"
+            path = self.directory / f"{self.prefix}-{self.serial:05d}.warc.gz"
         self._file = open(path, "ab")
         self._writer = WARCWriter(_GzipMembers(self._file), gzip=False)
         if self._file.tell() == 0:
@@ -510,32 +521,19 @@ def urlsplit_path(url: str) -> str:
 
 # -- read-only views over a crawl directory (status, export) --------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:  # none recorded (os.kill would signal our own process group)
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def crawl_status(db: sqlite3.Connection) -> dict:
-    """The figures ``focuscrawl status`` prints; a 'running' crawl whose process is gone was stopped."""
-    meta = dict(db.execute("SELECT key, value FROM meta"))
-    state = meta.get("state", "new")
-    if state in ("running", "paused") and not _pid_alive(int(meta.get("pid", 0) or 0)):
-        state = "stopped"
-    queries = Queries(db)
+def crawl_status(db, queries=None) -> dict:
+    """The figures ``focuscrawl status`` prints, of an SQLite crawl (``db``) or of a shared one
+    (its PostgreSQL connection and :class:`.pg_repository.PgQueries`): portable SQL here, the
+    rest asked of the backend's queries."""
+    queries = queries or Queries(db)
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    state = queries.crawl_state(meta)
     fetched, errors, refused, attempts = queries.fetch_counts()
     stored, harvest, relevant, duplicates = db.execute(
         "SELECT COUNT(*), AVG(relevance), COUNT(CASE WHEN relevance >= 0.5 THEN 1 END), COUNT(duplicate_of) FROM documents"
     ).fetchone()
     counts = dict(db.execute("SELECT state, COUNT(*) FROM urls GROUP BY state").fetchall())
-    indexed = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('search_docs', 'late_anchors')").fetchone()[0] == 2
-    index = SearchIndex(db) if indexed else None
+    index = queries.search_index()
     return {
         "state": state,
         "pages_fetched": fetched,
@@ -554,7 +552,8 @@ def crawl_status(db: sqlite3.Connection) -> dict:
         "stop_reason": meta.get("stop_reason"),
         "pages_indexed": index.size() if index else None,  # in the search index
         "index_links_behind": index.anchors_behind() if index else None,  # links whose anchors it has not read yet
-        "topics": dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic ORDER BY topic")),
+        "topics": dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic"
+                                  " ORDER BY topic").fetchall()),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
+import time
 from pathlib import Path
 
 import yaml
@@ -19,8 +20,11 @@ def robots_txt(webmap: WebMap, host: str) -> str:
     return "User-agent: *\n" + "".join(f"Disallow: {rule}\n" for rule in rules) + ("" if rules else "Disallow:\n")
 
 
-def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = None) -> web.Application:
-    """``latency`` seconds before each answer; ``bandwidth`` bytes/s while sending a body."""
+def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = None,
+             access_log: Path | None = None) -> web.Application:
+    """``latency`` seconds before each answer; ``bandwidth`` bytes/s while sending a body;
+    ``access_log``: a line per request as it arrives (epoch seconds, Host, path), to check
+    politeness from the server's side."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if latency:
@@ -40,6 +44,16 @@ def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = Non
         return await _throttled(request, path, bandwidth)
 
     app = web.Application()
+    if access_log is not None:
+        log = open(access_log, "a", encoding="utf-8", buffering=1)
+
+        @web.middleware
+        async def record(request: web.Request, handler):
+            log.write(f"{time.time():.6f} {request.host.partition(':')[0]} {request.path_qs}\n")
+            return await handler(request)
+
+        app.middlewares.append(record)
+        app.on_cleanup.append(lambda app: asyncio.to_thread(log.close))
     app.router.add_get("/{tail:.*}", handle)
     return app
 
@@ -64,8 +78,8 @@ def write_host_map(webmap: WebMap, port: int, path: Path | None = None) -> Path:
 
 
 async def serve(webmap: WebMap, port: int = 0, latency: float = 0.0, bandwidth: float | None = None,
-                ready=None, hostmap: Path | None = None) -> None:
-    runner = web.AppRunner(make_app(webmap, latency, bandwidth), access_log=None)
+                ready=None, hostmap: Path | None = None, access_log: Path | None = None) -> None:
+    runner = web.AppRunner(make_app(webmap, latency, bandwidth, access_log), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
     port = runner.addresses[0][1]

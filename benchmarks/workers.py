@@ -1,0 +1,144 @@
+"""A crawl shared by 1, 2 and 4 workers on PostgreSQL, against the test web: pages/s and its
+scaling, URLs fetched twice, politeness as the server's access log saw it, PostgreSQL statements
+per page, and (``--kill``) a worker killed with SIGKILL half way.
+
+    python benchmarks/workers.py --testweb testweb --workers 1,2,4 --pages 3000 [--kill]
+
+Each run: a throw-away PostgreSQL cluster (pg_stat_statements loaded), the test web served with
+an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (best-first with the SVM critic on
+one topic of the web, one process per worker so that a worker is one core's work, the default
+politeness but ``--interval``). A politeness violation is two requests to one host whose arrivals
+are closer than the host's interval. Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psycopg
+import yaml
+
+from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config, read_topics
+from focuscrawl.testweb.postgres import ThrowawayPostgres
+
+
+def postgres_cpu(cluster: ThrowawayPostgres) -> float:
+    """CPU seconds of the postmaster and the backends it has reaped (each connection's)."""
+    pid = (cluster.directory / "data" / "postmaster.pid").read_text().split()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def violations(access_log: Path, interval: float) -> dict:
+    """Requests to one host arriving closer than ``interval`` after the previous one."""
+    arrivals = defaultdict(list)
+    for line in access_log.read_text().splitlines():
+        at, host, path = line.split(" ", 2)
+        arrivals[host].append((float(at), path))
+    gaps = [b[0] - a[0] for times in arrivals.values() for a, b in zip(sorted(times), sorted(times)[1:])]
+    pages = [(host, path) for host, times in arrivals.items() for _, path in times if path != "/robots.txt"]
+    return {"requests": sum(map(len, arrivals.values())), "hosts": len(arrivals),
+            "violations": sum(gap < interval for gap in gaps), "min_gap_s": round(min(gaps), 4) if gaps else None,
+            "pages_requested_twice": len(pages) - len(set(pages))}
+
+
+def kill_one_worker_halfway(launcher: subprocess.Popen, dsn: str, crawl: str, pages: int) -> str | None:
+    """SIGKILL the worker that has fetched most once half the budget is fetched; its name."""
+    with psycopg.connect(dsn, autocommit=True) as db:
+        while launcher.poll() is None:
+            time.sleep(0.2)
+            try:
+                rows = db.execute(f"SELECT worker, COUNT(*) FROM crawl_{crawl}.fetches GROUP BY worker"
+                                  " ORDER BY 2 DESC").fetchall()
+            except psycopg.errors.UndefinedTable:
+                continue
+            if sum(count for _, count in rows) >= pages // 2:
+                victim = rows[0][0]
+                found = subprocess.run(["pgrep", "-f", "--", f"--id {victim}( |$)"], capture_output=True, text=True)
+                for pid in found.stdout.split():
+                    os.kill(int(pid), signal.SIGKILL)
+                return victim
+    return None
+
+
+def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, lease: float, kill: bool) -> dict:
+    cluster = ThrowawayPostgres(shared_preload_libraries="pg_stat_statements", shared_buffers="512MB")
+    work = Path(tempfile.mkdtemp(prefix="focuscrawl-workers-"))
+    server = ServedTestWeb(testweb, access_log=work / "access.log")
+    try:
+        with psycopg.connect(cluster.dsn, autocommit=True) as db:
+            db.execute("CREATE EXTENSION pg_stat_statements")
+        data = crawl_config(topic, {"politeness": {"min_interval": interval}, "fetch": {"processes": 1},
+                                    "frontier": {"lease_seconds": lease}}, pages, server.host_map, None, 64)
+        (work / "crawl.yml").write_text(yaml.safe_dump(data))
+        before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
+        started = time.monotonic()
+        launcher = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(work / "crawl.yml"), "--db", cluster.dsn,
+                                     "--crawl", "bench", "--workers", str(workers), "--out", str(work / "crawl")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        victim = kill_one_worker_halfway(launcher, cluster.dsn, "bench", pages) if kill else None
+        errors = launcher.communicate()[1]
+        wall = time.monotonic() - started
+        after, cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
+        with psycopg.connect(cluster.dsn, autocommit=True) as db:
+            db.execute("SET search_path TO crawl_bench")
+            fetched, urls, first, last = db.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT url_id), MIN(fetched_at), MAX(fetched_at) FROM fetches"
+                " WHERE NOT refused").fetchone()
+            in_flight = db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0]
+            per_worker = dict(db.execute("SELECT worker, COUNT(*) FROM fetches GROUP BY worker ORDER BY worker").fetchall())
+            statements, = db.execute("SELECT SUM(calls) FROM public.pg_stat_statements s JOIN pg_database d ON"
+                                     " d.oid = s.dbid WHERE d.datname = current_database()").fetchone()
+        server.close()
+        server_log = violations(work / "access.log", interval)
+    finally:
+        server.close()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    crawl_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "workers": workers, "exit_status": launcher.returncode, "stderr_tail": errors.strip().splitlines()[-3:],
+        "pages": fetched, "pages_per_second": round(fetched / (last - first), 1), "wall_seconds": round(wall, 1),
+        "crawl_seconds": round(last - first, 1), "pages_by_worker": per_worker,
+        "fetched_twice": fetched - urls, "left_in_flight": in_flight, "killed": victim,
+        "statements_per_page": round(statements / fetched, 2),
+        "cpu_ms_per_page": {"workers": round(1000 * crawl_cpu / fetched, 2),
+                            "postgres": round(1000 * (cpu_after - cpu_before) / fetched, 2)},
+        "server_log": server_log,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--testweb", type=Path, required=True)
+    parser.add_argument("--topic", default=None, help="a topic of DIR/topics.yml (default: the first)")
+    parser.add_argument("--workers", default="1,2,4", help="worker counts to run, comma-separated")
+    parser.add_argument("--pages", type=int, default=3000)
+    parser.add_argument("--interval", type=float, default=0.25, help="politeness.min_interval (seconds)")
+    parser.add_argument("--lease", type=float, default=10.0, help="frontier.lease_seconds")
+    parser.add_argument("--kill", action="store_true", help="SIGKILL one worker half way (runs of 2 or more workers)")
+    args = parser.parse_args()
+    topics = read_topics(args.testweb / "topics.yml", [args.topic] if args.topic else None)
+    name, topic = next(iter(topics.items()))
+    runs = [run(args.testweb, topic, n, args.pages, args.interval, args.lease, args.kill and n > 1)
+            for n in map(int, args.workers.split(","))]
+    base = runs[0]["pages_per_second"]
+    for result in runs:
+        result["scaling"] = round(result["pages_per_second"] / base, 2)
+    print(json.dumps({"testweb": str(args.testweb), "topic": name, "interval": args.interval, "cores": os.cpu_count(),
+                      "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

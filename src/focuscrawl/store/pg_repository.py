@@ -1,0 +1,328 @@
+"""The crawl's repository on PostgreSQL, for many workers crawling one crawl: each page's fetch,
+document, links, host state and its URL's new state (the shared frontier, :mod:`.pg_frontier`,
+on the same connection) in one transaction, in the crawl's schema. Each worker writes its own
+WARC files (``worker-<id>-NNNNN.warc.gz``) and harvest log into the shared crawl directory.
+
+A page is one transaction, committed asynchronously (``synchronous_commit = off``): a worker
+killed loses nothing the server has received; a server crash may lose its last fraction of a
+second of pages, whose URLs are then handed out again. There is no group commit: PostgreSQL's
+commit is not SQLite's file sync.
+
+Built so far: the page path of a crawl without the apprentice, the near-duplicate signatures
+or the search index (the worker refuses configurations that need them)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+
+from focuscrawl.fetch.http import Response
+from focuscrawl.store import pg_frontier
+from focuscrawl.store.layout import CrawlDir
+from focuscrawl.store.pg_frontier import NOW, PgFrontier
+from focuscrawl.store.queries import FAILURE_ROWS, failures_grouped
+from focuscrawl.store.repository import WarcArchive
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text);
+CREATE TABLE IF NOT EXISTS fetches (
+    id bigserial PRIMARY KEY,
+    url_id bigint NOT NULL,
+    url text NOT NULL,
+    final_url text,
+    status integer,
+    error text,
+    mime text,
+    headers text,
+    redirects text,
+    depth integer,
+    parent_id bigint,
+    fetched_at double precision NOT NULL,
+    seconds double precision,
+    attempts integer,
+    bytes bigint,
+    warc_file text,
+    refused boolean NOT NULL DEFAULT false,
+    warc_end bigint,
+    worker text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fetches_url ON fetches (url_id);
+CREATE INDEX IF NOT EXISTS fetches_warc ON fetches (warc_file, id);
+CREATE TABLE IF NOT EXISTS documents (
+    url_id bigint PRIMARY KEY,
+    fetch_id bigint NOT NULL,
+    title text,
+    text text,
+    content_hash text NOT NULL,
+    duplicate_of bigint,
+    relevance double precision,
+    canonical text,
+    charset text,
+    noindex boolean NOT NULL DEFAULT false,
+    language_score integer,
+    topic text,
+    confidence double precision,
+    preview text
+);
+CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash) WHERE duplicate_of IS NULL;
+CREATE TABLE IF NOT EXISTS links (
+    source_id bigint NOT NULL,
+    target_id bigint NOT NULL,
+    anchor_text text,
+    leaf_start integer,
+    leaf_end integer,
+    nofollow boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS links_source ON links (source_id);
+CREATE INDEX IF NOT EXISTS links_target ON links (target_id);
+CREATE TABLE IF NOT EXISTS sitemaps (origin text NOT NULL, url text NOT NULL, PRIMARY KEY (origin, url));
+CREATE TABLE IF NOT EXISTS models (name text PRIMARY KEY, data bytea NOT NULL);
+"""
+
+
+def published(dsn: str, crawl: str) -> dict[str, str] | None:
+    """The meta data of a crawl published in the database (None: there is no such crawl), read
+    without creating anything."""
+    schema = pg_frontier.schema_of(crawl)
+    with psycopg.connect(dsn, autocommit=True) as db:
+        if db.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'", (schema,)).fetchone():
+            meta = dict(db.execute(f"SELECT key, value FROM {schema}.meta").fetchall())
+            return meta if "config" in meta else None
+    return None
+
+
+T = TypeVar("T")
+UNIT_ATTEMPTS = 5
+WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
+
+
+class PgQueries:
+    """The read views the page path asks for (the SQLite crawl's are :class:`.queries.Queries`)."""
+
+    def __init__(self, db: psycopg.Connection):
+        self.db = db
+
+    def fetch_counts(self) -> tuple[int, int, int, int]:
+        """Responses received, errors, URLs refused by our own rules, and attempts in all (every worker's)."""
+        return self.db.execute(
+            "SELECT COUNT(status) FILTER (WHERE NOT refused), COUNT(error) FILTER (WHERE NOT refused),"
+            " COUNT(*) FILTER (WHERE refused), COUNT(*) FROM fetches").fetchone()
+
+    def seed_urls(self) -> list[str]:
+        return [url for (url,) in self.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
+
+    def recent_relevance(self, count: int) -> list[float]:
+        """The critic's scores of the last ``count`` pages judged, oldest first."""
+        return [r for (r,) in self.db.execute(
+            "SELECT relevance FROM (SELECT relevance, fetch_id FROM documents WHERE relevance IS NOT NULL"
+            " ORDER BY fetch_id DESC LIMIT %s) AS d ORDER BY fetch_id", (count,))]
+
+    def count_relevant(self, threshold: float) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= %s", (threshold,)).fetchone()[0]
+
+    def warc_end(self, name: str) -> int | None:
+        """Where the last committed record in WARC file ``name`` ends."""
+        row = self.db.execute("SELECT warc_end FROM fetches WHERE warc_file = %s ORDER BY id DESC LIMIT 1",
+                              (name,)).fetchone()
+        return row[0] if row else None
+
+    def load_model(self, name: str) -> bytes | None:
+        row = self.db.execute("SELECT data FROM models WHERE name = %s", (name,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def failures_by_reason(self, limit: int = 12) -> list[tuple[str, int]]:
+        return failures_grouped(self.db.execute(FAILURE_ROWS), limit)
+
+    def crawl_state(self, meta: dict[str, str]) -> str:
+        """Running while a worker runs (one unseen for two minutes was killed); then what the last
+        worker to stop said, or 'stopped' if none could say."""
+        if self.db.execute(f"SELECT 1 FROM workers WHERE stopped_at IS NULL AND seen_at > {NOW} - {WORKER_GONE}"
+                           f" LIMIT 1").fetchone():
+            return "running"
+        state = meta.get("state", "new")
+        return "stopped" if state in ("running", "paused") else state
+
+    def search_index(self) -> None:
+        return None  # the portal's index is built from the database into the crawl directory
+
+
+class PgRepository:
+    """One worker's side of a crawl on PostgreSQL (the crawl's :class:`~.repository.Repository`
+    protocol): ``dsn`` names the server, ``crawl`` the crawl (its schema), ``directory`` the
+    shared crawl directory, ``worker`` this worker's id (in its WARC files' names)."""
+
+    search = None  # the portal's search index is built from the database by ``index``/``serve``
+
+    def __init__(self, dsn: str, crawl: str, directory: Path, worker: str, warc: bool = True,
+                 warc_max_bytes: int = 1_000_000_000, lease_seconds: float = 30.0):
+        if not worker.replace("-", "").isalnum():
+            raise ValueError(f"worker id {worker!r}: use letters, digits and -")
+        self.worker, self.lease_seconds = worker, lease_seconds
+        self.directory = Path(directory)
+        self.files = CrawlDir(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.db = pg_frontier.connect(dsn, crawl)
+        self.db.execute("SET synchronous_commit = off")
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"crawl_{crawl}",))
+            self.db.execute(SCHEMA)
+        self.queries = PgQueries(self.db)
+        self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
+                                prefix=f"worker-{worker}") if warc else None
+        self.harvest_log = None  # opened by the first entry: the publisher writes none
+        self.frontier: PgFrontier | None = None
+        self.retried_units = 0  # units rolled back by a deadlock and run again
+        self._archived: tuple[Response | None, tuple] = (None, (None, None))  # the last response archived, where
+
+    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
+        """The shared frontier (hosts leased in priority order: ``order`` and ``band`` are the
+        SQLite frontier's, link clusters not yet shared)."""
+        self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds)
+        return self.frontier
+
+    def close(self) -> None:
+        """Give back the frontier's leases (URLs taken and not fetched are queued again), close the files."""
+        if self.frontier is not None:
+            self.frontier.close()
+        if self.warc:
+            self.warc.close()
+        if self.harvest_log:
+            self.harvest_log.close()
+        self.db.close()
+
+    @contextmanager
+    def transaction(self):
+        """One unit of work, all or nothing (within another, a savepoint)."""
+        with self.db.transaction():
+            yield self.db
+
+    def run_unit(self, work: Callable[[], T]) -> T:
+        """``work()`` as one transaction, run again when PostgreSQL broke a deadlock with another
+        worker by rolling this one back (two pages queueing the same new URLs and hosts)."""
+        for attempt in range(UNIT_ATTEMPTS):
+            try:
+                with self.db.transaction():
+                    return work()
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == UNIT_ATTEMPTS - 1:
+                    raise
+                self.retried_units += 1
+                time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def grouped(self, pages: int, seconds: float):
+        """No group commit on PostgreSQL: each unit commits (asynchronously)."""
+        yield
+
+    def commit_if_due(self) -> None:
+        pass
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, **values) -> None:
+        with self.db.cursor() as cursor:
+            cursor.executemany("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE"
+                               " SET value = EXCLUDED.value", [(k, str(v)) for k, v in values.items()])
+
+    # -- one fetched page ---------------------------------------------------------------
+
+    def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int:
+        """Archive the exchanges in this worker's WARC file (once, should the unit run again),
+        then insert the attempt."""
+        if self._archived[0] is not response:
+            self._archived = (response, self.warc.write(response) if self.warc and response.exchanges else (None, None))
+        warc_file, warc_end = self._archived[1]
+        return self.db.execute(
+            "INSERT INTO fetches (url_id, url, final_url, status, error, mime, headers, redirects, depth, parent_id,"
+            " fetched_at, seconds, attempts, bytes, warc_file, refused, warc_end, worker)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (url_id, response.url, response.final_url, response.status, response.error, response.mime or None,
+             json.dumps(response.headers) if response.headers else None,
+             json.dumps(response.redirects) if response.redirects else None,
+             depth, parent_id, response.started_at, round(response.seconds, 4), response.attempts,
+             len(response.body), warc_file, response.refused, warc_end, self.worker)).fetchone()[0]
+
+    def find_duplicate(self, digest: str) -> tuple[int, float | None] | None:
+        row = self.db.execute("SELECT url_id, relevance FROM documents WHERE content_hash = %s AND duplicate_of IS NULL"
+                              " LIMIT 1", (digest,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def record_document(self, url_id: int, fetch_id: int, page, digest: str, duplicate_of: int | None,
+                        relevance: float | None, language_score: int | None, judgement=None) -> None:
+        topic, confidence, preview = (judgement.topic, judgement.confidence, judgement.preview) if judgement else (None,) * 3
+        self.db.execute(
+            "INSERT INTO documents (url_id, fetch_id, title, text, content_hash, duplicate_of, relevance, canonical,"
+            " charset, noindex, language_score, topic, confidence, preview)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (url_id) DO UPDATE SET"
+            " fetch_id = EXCLUDED.fetch_id, title = EXCLUDED.title, text = EXCLUDED.text,"
+            " content_hash = EXCLUDED.content_hash, duplicate_of = EXCLUDED.duplicate_of, relevance = EXCLUDED.relevance,"
+            " canonical = EXCLUDED.canonical, charset = EXCLUDED.charset, noindex = EXCLUDED.noindex,"
+            " language_score = EXCLUDED.language_score, topic = EXCLUDED.topic, confidence = EXCLUDED.confidence,"
+            " preview = EXCLUDED.preview",
+            (url_id, fetch_id, page.title, None if duplicate_of or page.noindex else page.text, digest, duplicate_of,
+             relevance, page.canonical, page.charset, page.noindex, language_score, topic, confidence, preview))
+
+    def follow_anchors(self, seconds: float) -> None:
+        pass  # no search index kept while crawling
+
+    def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None:
+        if rows:
+            with self.db.cursor() as cursor, cursor.copy("COPY links (source_id, target_id, anchor_text, leaf_start,"
+                                                         " leaf_end, nofollow) FROM STDIN") as copy:
+                for source, target, anchor, start, end, nofollow in rows:
+                    copy.write_row((source, target, anchor, start, end, bool(nofollow)))
+
+    def record_host(self, host, crawl_delay: float | None = None) -> None:
+        self.db.execute("INSERT INTO hosts (host, failures, status, crawl_delay) VALUES (%s, %s, %s, %s)"
+                        " ON CONFLICT (host) DO UPDATE SET failures = EXCLUDED.failures, status = EXCLUDED.status,"
+                        " crawl_delay = EXCLUDED.crawl_delay", (host.name, host.failures, host.status, crawl_delay))
+
+    def record_sitemaps(self, origin: str, urls: list[str]) -> None:
+        with self.db.cursor() as cursor:
+            cursor.executemany("INSERT INTO sitemaps (origin, url) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                               [(origin, url) for url in urls])
+
+    def topic_counts(self) -> Counter:
+        return Counter(dict(self.db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL"
+                                            " GROUP BY topic").fetchall()))
+
+    def relevance_totals(self) -> tuple[float, int]:
+        return self.db.execute("SELECT COALESCE(SUM(relevance), 0), COUNT(relevance) FROM documents").fetchone()
+
+    def texts_of(self, url_ids: list[int]) -> dict[int, str]:
+        return dict(self.db.execute("SELECT url_id, text FROM documents WHERE text <> '' AND url_id = ANY(%s)",
+                                    (url_ids,)).fetchall())
+
+    def relevance_of(self, urls: list[str]) -> dict[str, float]:
+        return dict(self.db.execute("SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id WHERE"
+                                    " d.relevance IS NOT NULL AND u.url_hash = ANY(%s)",
+                                    ([pg_frontier.url_hash(url) for url in urls],)).fetchall())
+
+    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
+
+    def save_model(self, name: str, data: bytes) -> None:
+        self.db.execute("INSERT INTO models (name, data) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
+                        " SET data = EXCLUDED.data", (name, data))
+
+    def load_model(self, name: str) -> bytes | None:
+        return self.queries.load_model(name)
+
+    def log_harvest(self, entry: dict) -> None:
+        if self.harvest_log is None:
+            self.harvest_log = open(self.directory / f"harvest-{self.worker}.jsonl", "a", encoding="utf-8")
+        self.harvest_log.write(json.dumps({**entry, "worker": self.worker}) + "\n")
+        self.harvest_log.flush()

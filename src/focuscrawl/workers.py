@@ -1,0 +1,169 @@
+"""Many workers on one crawl, its state on PostgreSQL (:mod:`.store.pg_repository`,
+:mod:`.store.pg_frontier`): ``publish`` puts a new crawl's configuration and seeds in the database
+once, ``join`` makes a worker of this process (stateless: the configuration comes from the
+database, the WARC files go to the shared directory), and ``run_local`` starts N of them here.
+
+Not shared yet, so refused: the apprentice, BINGO!'s adaptations (retraining, link analysis,
+phases), the bounded queue and near-duplicate signatures; off: link clusters (each worker's would
+learn alone) and the search index kept while crawling (to be built from the database)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import pickle
+import re
+import socket
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
+from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, claim_directory, with_budget
+from focuscrawl.fetch.hosts import Hosts
+from focuscrawl.fetch.http import Fetcher
+from focuscrawl.fetch.urls import host_of
+from focuscrawl.focus import Adaptation, Focus
+from focuscrawl.frontier import Discovered
+from focuscrawl.learn import Critic, model_from_bytes
+from focuscrawl.store.layout import CrawlDir, CrawlDirError
+from focuscrawl.store import pg_frontier
+from focuscrawl.store.pg_frontier import shown
+from focuscrawl.store.pg_repository import PgQueries, PgRepository, published
+from focuscrawl.topics import train_critic
+
+log = logging.getLogger(__name__)
+
+
+def unshared(config: CrawlConfig) -> list[str]:
+    """The settings a crawl shared by workers cannot have yet."""
+    problems = []
+    if config.strategy == "apprentice":
+        problems.append("strategy: apprentice")
+    if Adaptation.enabled_by(config):
+        problems.append("adaptation (retrain, link_analysis, learning_phase, pseudo_after)")
+    if config.focus.max_queued is not None:
+        problems.append("focus.max_queued")
+    if config.store.near_duplicates:
+        problems.append("store.near_duplicates")
+    return problems
+
+
+async def _trained_critic(config: CrawlConfig) -> Critic | None:
+    """The crawl's critic, trained once here (workers training their own would each fetch the
+    examples, outside any host lease)."""
+    if not config.topic.positive:
+        return None
+    async with Fetcher(config, Hosts(config)) as fetcher:
+        return await train_critic(config, fetcher)
+
+
+def crawl_name_for(directory: Path) -> str:
+    """A shared crawl's default name: its directory's."""
+    return re.sub(r"[^a-z0-9_]", "_", Path(directory).resolve().name.lower())[:40]
+
+
+def worker_id(process: bool = False) -> str:
+    """A worker's default name: this machine's (a worker started again here reopens its own WARC
+    file and cuts a record a kill tore), and the process id for a worker started by hand."""
+    name = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
+    return f"{name}-{os.getpid()}" if process else name
+
+
+def shared_config(directory: Path) -> CrawlConfig | None:
+    """The configuration of the crawl in ``directory`` if it is shared by workers (it names a database)."""
+    path = CrawlDir(directory).config
+    if not path.is_file():
+        return None
+    config = load_config(path)
+    return config if config.store.database else None
+
+
+def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
+    """A new shared crawl (``config.store.database`` names its database): the directory claimed,
+    the configuration written there and in the database with the seeds queued and the critic
+    trained (refused if the database already holds this crawl); the configuration as published."""
+    if problems := unshared(config):
+        raise ConfigError(f"a crawl shared by workers cannot have yet: {', '.join(problems)}")
+    directory = Path(directory)
+    store = config.store.model_copy(update={"search_index": False, "crawl_name": config.store.crawl_name
+                                            or crawl_name_for(directory)})
+    config = config.model_copy(update={"store": store})
+    dsn, crawl = store.database, store.crawl_name
+    claim_directory(directory)
+    if shared_config(directory) is not None:
+        raise CrawlDirError(f"{directory}: already holds a shared crawl; continue it with 'focuscrawl resume {directory}'")
+    seeds = checked_input(config, None)
+
+    def refuse_if_published() -> None:
+        if published(dsn, crawl) is not None:
+            raise ConfigError(f"{shown(dsn)}: already holds a crawl named {crawl!r}; join it with 'focuscrawl worker'")
+
+    refuse_if_published()  # before the critic's training
+    critic = asyncio.run(_trained_critic(config))
+    repository = PgRepository(dsn, crawl, directory, "publisher", warc=False)
+    try:
+        with repository.transaction():
+            repository.db.execute("SELECT pg_advisory_xact_lock(hashtext('publish'))")
+            refuse_if_published()
+            frontier = repository.new_frontier(Hosts(config), "band", 0.0, None)
+            strategy = Focus.for_phase(config, "crawl", seeds).strategy
+            frontier.add([Discovered(seed, host_of(seed), strategy(1.0, 0, seed), None) for seed in seeds], 0, None)
+            if critic is not None:
+                repository.save_model(CRITIC_MODEL, pickle.dumps(critic, protocol=pickle.HIGHEST_PROTOCOL))
+            repository.set_meta(config=json.dumps(config.model_dump(mode="json")), directory=str(directory.resolve()),
+                                created_at=time.time(), seeds=json.dumps(seeds), state="new", strategy=config.strategy)
+    finally:
+        repository.close()
+    directory.mkdir(parents=True, exist_ok=True)
+    dump_config(config, CrawlDir(directory).config)
+    return config
+
+
+def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Crawler:
+    """This process as one worker of a published crawl (``directory``: where its WARC files and
+    logs go; by default the one it was published with)."""
+    meta = published(dsn, crawl)
+    if meta is None:
+        raise ConfigError(f"{shown(dsn)}: holds no crawl named {crawl!r}; start one with 'focuscrawl crawl CONFIG --db …'")
+    config = validate_config(json.loads(meta["config"]), f"{shown(dsn)} (crawl {crawl})")
+    directory = Path(directory or meta["directory"])
+    repository = PgRepository(dsn, crawl, directory, worker, config.store.warc, config.store.warc_max_bytes,
+                              config.frontier.lease_seconds)
+    if config.frontier.link_clusters and config.strategy not in ("bfs", "dfs"):
+        log.info("link clusters are not shared by workers yet: off")
+    crawler = Crawler(directory, config, store=repository)
+    data = repository.load_model(CRITIC_MODEL)
+    if data is not None:
+        crawler.critic = model_from_bytes(data, CRITICS, "a critic or a taxonomy model", f"{shown(dsn)} (the critic)")
+    return crawler
+
+
+def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlConfig:
+    """A new page budget for every worker of the crawl (those running read it when they start again)."""
+    config = with_budget(config, {"max_pages": max_pages})
+    with closing(pg_frontier.connect(config.store.database, config.store.crawl_name)) as db:
+        db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (json.dumps(config.model_dump(mode="json")),))
+    dump_config(config, CrawlDir(directory).config)
+    return config
+
+
+def open_shared(config: CrawlConfig):
+    """A connection to a shared crawl's tables and its queries (status, export)."""
+    db = pg_frontier.connect(config.store.database, config.store.crawl_name)
+    return db, PgQueries(db)
+
+
+def run_local(directory: Path, config: CrawlConfig, workers: int, quiet: bool = True) -> int:
+    """Start ``workers`` worker processes on this machine and wait for them; the worst exit status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    base = worker_id()
+    processes = [subprocess.Popen([sys.executable, "-m", "focuscrawl", "worker", "--db", config.store.database,
+                                   "--crawl", config.store.crawl_name, "--dir", str(directory), "--id",
+                                   f"{base}-w{i + 1}", *(["--quiet"] if quiet else [])], env=env)
+                 for i in range(workers)]
+    return max(process.wait() for process in processes)

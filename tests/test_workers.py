@@ -1,0 +1,150 @@
+"""A crawl shared by worker processes on PostgreSQL, through the command line, against a real
+server on loopback and a real (throw-away) PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+
+import psycopg
+import pytest
+import yaml
+from warcio.archiveiterator import ArchiveIterator
+
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+INTERVAL = 0.05
+LEASE = 3.0
+
+
+def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "focuscrawl", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def shared_crawl(serve, tmp_path, postgres_dsn):
+    """A synthetic site of 4 hosts, a bfs config for it, a crawl name of its own."""
+    site = build_site(pages=200, hosts=4, seed=3)
+    server = serve(make_app(site))
+    config = topic_config(site, server.port, tmp_path / "examples", strategy="bfs", budget={"max_pages": 120},
+                          politeness={"min_interval": INTERVAL, "per_host_connections": 1},
+                          fetch={"loopback_only": True, "concurrency": 4, "processes": 1},
+                          frontier={"lease_seconds": LEASE})
+    path = tmp_path / "crawl.yml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    name = f"t{uuid.uuid4().hex[:12]}"
+    return server, path, name, tmp_path / "crawl"
+
+
+def tables(dsn: str, name: str) -> psycopg.Connection:
+    db = psycopg.connect(dsn, autocommit=True)
+    db.execute(f"SET search_path TO crawl_{name}")
+    return db
+
+
+def warc_urls(directory) -> Counter:
+    urls = Counter()
+    for path in (directory / "warc").glob("*.warc.gz"):
+        with open(path, "rb") as stream:
+            urls.update(record.rec_headers.get_header("WARC-Target-URI") for record in ArchiveIterator(stream)
+                        if record.rec_type == "response")
+    return urls
+
+
+def test_two_workers_fetch_every_page_once_politely_each_into_its_own_warc_files(shared_crawl, postgres_dsn):
+    server, config, name, directory = shared_crawl
+    done = run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--out", str(directory))
+    assert done.returncode == 0, done.stderr
+    db = tables(postgres_dsn, name)
+    by_worker = dict(db.execute("SELECT worker, COUNT(*) FROM fetches GROUP BY worker").fetchall())
+    assert len(by_worker) == 2 and min(by_worker.values()) > 10  # both worked
+    fetches, urls = db.execute("SELECT COUNT(*), COUNT(DISTINCT url_id) FROM fetches").fetchone()
+    assert fetches == urls and 120 <= fetches <= 130  # none twice; the budget shared (over by what the other has in flight)
+    assert db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0] == 0  # leases given back
+    pages = [(host, path) for _, host, path in server.requests if path != "/robots.txt"]
+    assert len(pages) == len(set(pages)) == fetches
+    starts = defaultdict(list)
+    for at, host, path in server.requests:
+        starts[host].append(at)
+    gaps = [b - a for times in starts.values() for a, b in zip(times, times[1:])]
+    assert min(gaps) >= INTERVAL  # one host's interval held across both workers, as the server saw it
+    archived = warc_urls(directory)
+    assert {path.name.rsplit("-", 1)[0] for path in (directory / "warc").glob("*.warc.gz")} == {
+        f"worker-{name}" for name in by_worker}
+    assert sum(archived.values()) == fetches and max(archived.values()) == 1
+
+
+def test_a_worker_killed_mid_crawl_loses_nothing_and_another_goes_on(shared_crawl, postgres_dsn):
+    """The killed worker's leases expire (after LEASE seconds) and its URLs in flight go to the next worker."""
+    server, config, name, directory = shared_crawl
+    first = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(config), "--db", postgres_dsn, "--crawl",
+                              name, "--workers", "1", "--out", str(directory)], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            db = db or tables(postgres_dsn, name)
+            if db.execute("SELECT COUNT(*) FROM fetches").fetchone()[0] >= 30:
+                break
+        except psycopg.Error:
+            db = None
+    os.killpg(first.pid, signal.SIGKILL)  # the launcher and its worker
+    first.wait()
+    killed_at = db.execute("SELECT COUNT(*) FROM fetches").fetchone()[0]
+    assert killed_at < 120
+    again = run("worker", "--db", postgres_dsn, "--crawl", name, "--id", "w9")
+    assert again.returncode == 0, again.stderr
+    fetches, urls = db.execute("SELECT COUNT(*), COUNT(DISTINCT url_id) FROM fetches").fetchone()
+    assert 120 <= fetches <= 130 and db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0] == 0
+    twice = fetches - urls  # only URLs the killed worker had in flight (its lease expired)
+    assert twice <= 4
+    pages = [(host, path) for _, host, path in server.requests if path != "/robots.txt"]
+    assert len(pages) - len(set(pages)) <= 4
+
+
+def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_yet_gets_one_line(
+        shared_crawl, postgres_dsn, tmp_path):
+    server, config, name, directory = shared_crawl
+    missing = run("worker", "--db", postgres_dsn, "--crawl", name, "--id", "w1")
+    assert missing.returncode == 2 and missing.stderr.strip() == (
+        f"error: {postgres_dsn}: holds no crawl named {name!r}; start one with 'focuscrawl crawl CONFIG --db …'")
+    apprentice = run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--strategy", "apprentice",
+                     "--out", str(tmp_path / "other"))
+    assert apprentice.returncode == 2 and apprentice.stderr.strip() == (
+        "error: a crawl shared by workers cannot have yet: strategy: apprentice")
+    unreachable = run("worker", "--db", "postgresql:///nowhere?host=/nonexistent", "--crawl", name)
+    assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in missing.stderr + apprentice.stderr + unreachable.stderr
+
+
+def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shared_crawl, postgres_dsn):
+    """The directory's config names the database: the tools of an SQLite crawl read the shared one."""
+    server, config, name, directory = shared_crawl
+    started = run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--max-pages", "60",
+                  "--out", str(directory))
+    assert started.returncode == 0, started.stderr
+    shown = run("status", str(directory), "--json")
+    assert shown.returncode == 0, shown.stderr
+    figures = json.loads(shown.stdout)
+    db = tables(postgres_dsn, name)
+    fetched = db.execute("SELECT COUNT(*) FROM fetches WHERE status IS NOT NULL AND NOT refused").fetchone()[0]
+    assert figures["state"] == "finished" and figures["stop_reason"] == "budget: max_pages 60"
+    assert figures["pages_fetched"] == fetched and figures["frontier_size"] > 0 and figures["pages_indexed"] is None
+    exported = run("export", str(directory), "--format", "jsonl")
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert len(lines) == db.execute("SELECT COUNT(*) FROM fetches").fetchone()[0]
+    assert {line["url"] for line in lines} == {url for (url,) in db.execute("SELECT url FROM fetches")}
+    again = run("resume", str(directory), "--max-pages", "90", "--workers", "2")
+    assert again.returncode == 0, again.stderr
+    fetches, urls = db.execute("SELECT COUNT(*), COUNT(DISTINCT url_id) FROM fetches WHERE NOT refused").fetchone()
+    assert fetches == urls and 90 <= fetches <= 100  # the raised budget, nothing fetched twice
+    assert json.loads(run("status", str(directory), "--json").stdout)["pages_fetched"] == fetches
