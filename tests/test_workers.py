@@ -148,3 +148,19 @@ def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shar
     fetches, urls = db.execute("SELECT COUNT(*), COUNT(DISTINCT url_id) FROM fetches WHERE NOT refused").fetchone()
     assert fetches == urls and 90 <= fetches <= 100  # the raised budget, nothing fetched twice
     assert json.loads(run("status", str(directory), "--json").stdout)["pages_fetched"] == fetches
+
+
+def test_a_shared_crawl_is_indexed_and_searched_from_a_snapshot_of_its_database(shared_crawl, postgres_dsn):
+    server, config, name, directory = shared_crawl
+    assert run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--max-pages", "40",
+               "--out", str(directory)).returncode == 0
+    indexed = run("index", str(directory))
+    assert indexed.returncode == 0, indexed.stderr
+    db = tables(postgres_dsn, name)
+    stored = db.execute("SELECT COUNT(*) FROM documents WHERE text <> '' AND duplicate_of IS NULL").fetchone()[0]
+    assert stored > 20 and json.loads(indexed.stdout)["pages_in_index"] == stored
+    title = db.execute("SELECT title FROM documents WHERE title <> '' LIMIT 1").fetchone()[0]
+    found = run("search", str(directory), title.split()[-1], "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["results"], found.stderr
+    again = run("index", str(directory))  # a second snapshot replaces the first
+    assert again.returncode == 0 and json.loads(again.stdout)["pages_in_index"] == stored

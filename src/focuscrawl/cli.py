@@ -777,11 +777,14 @@ def index(
     directory: Path = typer.Argument(..., help="a crawl directory (not being crawled: a running crawl indexes itself)"),
     rebuild: bool = typer.Option(False, "--rebuild", help="drop the search index and build it again from the store"),
 ) -> None:
-    """Bring the crawl's search index and link analysis up to date (JSON: what was done)."""
+    """Bring the crawl's search index and link analysis up to date (JSON: what was done); a shared
+    crawl's pages are copied from its database first."""
     try:
-        print(json.dumps(index_crawl(directory, rebuild), indent=2))
-    except (sqlite3.Error, OSError, *USER_ERRORS) as error:
-        _fail(f"{directory}: {error}" if isinstance(error, (sqlite3.Error, OSError)) else str(error))
+        copied = shared.take_snapshot(directory)
+        print(json.dumps(index_crawl(directory, rebuild or copied is not None), indent=2))
+    except (sqlite3.Error, OSError, *SHARED_ERRORS) as error:
+        _fail(f"{directory}: {_one_line(error)}" if isinstance(error, (sqlite3.Error, OSError, psycopg.Error))
+              else str(error))
 
 
 @app.command()
@@ -834,15 +837,16 @@ def serve(
     try:
         check_binding(host, token)
         for directory in directories:
+            copied = shared.take_snapshot(directory)  # a shared crawl is served as of now
             open_existing(directory).close()
             try:
-                done = index_crawl(directory)
+                done = index_crawl(directory, rebuild=copied is not None)
                 print(f"{directory}: {done['pages_in_index']} pages in the index ({done['indexed']} indexed now)", file=sys.stderr)
             except CrawlDirError:  # being crawled: that crawl keeps its index current
                 print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
                 open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
-    except (PortalError, sqlite3.Error, OSError, *USER_ERRORS) as error:
-        _fail(str(error))
+    except (PortalError, sqlite3.Error, OSError, *SHARED_ERRORS) as error:
+        _fail(_one_line(error))
     config = uvicorn.Config(create_app(directories, token, allow_loopback), host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=3)  # a dashboard open in a browser holds its event stream
     server = uvicorn.Server(config)

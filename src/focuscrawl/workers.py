@@ -33,7 +33,7 @@ from focuscrawl.learn import Critic, model_from_bytes
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.pg_frontier import shown
-from focuscrawl.store.pg_repository import PgQueries, PgRepository, published
+from focuscrawl.store.pg_repository import PgQueries, PgRepository, published, snapshot
 from focuscrawl.topics import train_critic
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,13 @@ def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlC
         db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (json.dumps(config.model_dump(mode="json")),))
     dump_config(config, CrawlDir(directory).config)
     return config
+
+
+def take_snapshot(directory: Path) -> dict[str, int] | None:
+    """A shared crawl copied into its directory's crawl.db for the search index and the portal
+    (rows per table); None for a crawl that is not shared."""
+    config = shared_config(directory)
+    return snapshot(config.store.database, config.store.crawl_name, directory) if config else None
 
 
 def open_shared(config: CrawlConfig):

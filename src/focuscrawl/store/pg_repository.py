@@ -18,7 +18,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,7 +29,9 @@ from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, failures_grouped
-from focuscrawl.store.repository import WarcArchive
+from focuscrawl.store.repository import WarcArchive, lock_directory
+from focuscrawl.store.schema import connect as connect_sqlite
+from focuscrawl.store.schema import transaction, upgrade_schema
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text);
@@ -326,3 +328,38 @@ class PgRepository:
             self.harvest_log = open(self.directory / f"harvest-{self.worker}.jsonl", "a", encoding="utf-8")
         self.harvest_log.write(json.dumps({**entry, "worker": self.worker}) + "\n")
         self.harvest_log.flush()
+
+
+SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps")
+
+
+def snapshot(dsn: str, crawl: str, directory: Path, rows_per_batch: int = 10_000) -> dict[str, int]:
+    """Copy a shared crawl into its directory's ``crawl.db`` (the columns both schemas have), so
+    that the tools of an SQLite crawl (the search index, the portal, link analysis, organising)
+    read it; what the portal keeps of its own (feedback, marks) stays. Rows copied per table."""
+    schema = pg_frontier.schema_of(crawl)
+    files = CrawlDir(directory)
+    lock = lock_directory(directory)
+    copied = {}
+    try:
+        with closing(connect_sqlite(files.database)) as target, psycopg.connect(dsn) as source:
+            upgrade_schema(target)
+            with transaction(target):
+                for table in SNAPSHOT_TABLES:
+                    ours = [row[1] for row in target.execute(f"PRAGMA table_info({table})")]
+                    theirs = {name for (name,) in source.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                        (schema, table))}
+                    columns = ", ".join(column for column in ours if column in theirs)
+                    target.execute(f"DELETE FROM {table}")
+                    copied[table] = 0
+                    with source.cursor(name=f"snapshot_{table}") as rows:  # streamed, not all in memory
+                        rows.execute(f"SELECT {columns} FROM {schema}.{table}")
+                        while batch := rows.fetchmany(rows_per_batch):
+                            target.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(batch[0]))})",
+                                               batch)
+                            copied[table] += len(batch)
+                target.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('snapshot_at', ?)", (str(time.time()),))
+    finally:
+        lock.close()
+    return copied
