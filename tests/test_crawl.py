@@ -7,7 +7,6 @@ import socket
 import sqlite3
 
 import pytest
-
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
@@ -32,6 +31,27 @@ def test_min_interval_between_requests_to_one_host_is_respected(serve, make_conf
     starts = [t for t, _, _ in server.requests]
     assert len(starts) == 1 + 6 + 1  # robots.txt, six pages, the 404 at the end of the chain
     assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.19
+
+
+def test_a_host_is_asked_again_no_sooner_than_min_interval_after_it_answered(serve, make_config, tmp_path):
+    """A slow host: the interval runs from its answer too (as Heritrix's delay runs from the end of
+    a fetch), so a request that reached the server late is never followed closer than the interval."""
+    latency, interval = 0.3, 0.2
+    pages = {"/": "".join(f"<a href='/p{i}'>{i}</a>" for i in range(6)), **{f"/p{i}": f"page {i}" for i in range(6)}}
+
+    async def slow(request):
+        await asyncio.sleep(latency)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        return web.Response(text=pages[request.path], content_type="text/html")
+
+    server = serve(slow)
+    crawl(make_config(seeds=[server.url("/")], politeness={"min_interval": interval, "per_host_connections": 1}),
+          tmp_path / "c")
+    arrivals = [t for t, _, _ in server.requests]
+    assert len(arrivals) == 8  # robots.txt, the root, six pages
+    gaps_after_answers = [b - (a + latency) for a, b in zip(arrivals, arrivals[1:])]
+    assert min(gaps_after_answers) >= interval - 0.01
 
 
 def test_crawl_delay_from_robots_is_honoured_up_to_the_cap(serve, make_config, tmp_path):
