@@ -140,8 +140,7 @@ def crawl(
     taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="focus on every topic of a 'topics import' folder"),
     delay: Optional[float] = typer.Option(None, "--delay", help="minimum seconds between requests to one host"),
     processes: Optional[int] = typer.Option(None, "--processes", help="processes sharing the per-page work (fetch.processes)"),
-    db: Optional[str] = typer.Option(None, "--db", help="postgresql://…: a crawl shared by workers, its state there"
-                                     " (store.database)"),
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://…: workers share the crawl (store.database)"),
     workers: int = typer.Option(1, "--workers", min=1, help="with --db: worker processes to start here"),
     crawl_name: Optional[str] = typer.Option(None, "--crawl", help="with --db: the crawl's name there (store.crawl_name;"
                                              " default: the directory's)"),

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import closing
 from pathlib import Path
 
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
@@ -31,9 +30,8 @@ from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered
 from focuscrawl.learn import Critic, model_from_bytes
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
-from focuscrawl.store import pg_frontier
 from focuscrawl.store.pg_frontier import shown
-from focuscrawl.store.pg_repository import PgQueries, PgRepository, published, snapshot
+from focuscrawl.store.pg_repository import PgRepository, open_queries, published, republish, snapshot
 from focuscrawl.topics import train_critic
 
 log = logging.getLogger(__name__)
@@ -107,8 +105,7 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
     critic = asyncio.run(_trained_critic(config))
     repository = PgRepository(dsn, crawl, directory, "publisher", warc=False)
     try:
-        with repository.transaction():
-            repository.db.execute("SELECT pg_advisory_xact_lock(hashtext('publish'))")
+        with repository.publishing():
             refuse_if_published()
             frontier = repository.new_frontier(Hosts(config), "band", 0.0, None)
             strategy = Focus.for_phase(config, "crawl", seeds).strategy
@@ -146,8 +143,7 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
 def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlConfig:
     """A new page budget for every worker of the crawl (those running read it when they start again)."""
     config = with_budget(config, {"max_pages": max_pages})
-    with closing(pg_frontier.connect(config.store.database, config.store.crawl_name)) as db:
-        db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (json.dumps(config.model_dump(mode="json")),))
+    republish(config.store.database, config.store.crawl_name, json.dumps(config.model_dump(mode="json")))
     dump_config(config, CrawlDir(directory).config)
     return config
 
@@ -161,8 +157,7 @@ def take_snapshot(directory: Path) -> dict[str, int] | None:
 
 def open_shared(config: CrawlConfig):
     """A connection to a shared crawl's tables and its queries (status, export)."""
-    db = pg_frontier.connect(config.store.database, config.store.crawl_name)
-    return db, PgQueries(db)
+    return open_queries(config.store.database, config.store.crawl_name)
 
 
 def run_local(directory: Path, config: CrawlConfig, workers: int, quiet: bool = True) -> int:

@@ -103,6 +103,18 @@ def published(dsn: str, crawl: str) -> dict[str, str] | None:
 
 T = TypeVar("T")
 UNIT_ATTEMPTS = 5
+def open_queries(dsn: str, crawl: str):
+    """A connection to a shared crawl's tables and its :class:`PgQueries` (status, export)."""
+    db = pg_frontier.connect(dsn, crawl)
+    return db, PgQueries(db)
+
+
+def republish(dsn: str, crawl: str, config_json: str) -> None:
+    """A published crawl's configuration changed (a new budget): workers starting now read it."""
+    with closing(pg_frontier.connect(dsn, crawl)) as db:
+        db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (config_json,))
+
+
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
@@ -205,6 +217,13 @@ class PgRepository:
         """One unit of work, all or nothing (within another, a savepoint)."""
         with self.db.transaction():
             yield self.db
+
+    @contextmanager
+    def publishing(self):
+        """The transaction that publishes a crawl: one publisher at a time."""
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(hashtext('publish'))")
+            yield
 
     def run_unit(self, work: Callable[[], T]) -> T:
         """``work()`` as one transaction, run again when PostgreSQL broke a deadlock with another

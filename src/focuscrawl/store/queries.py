@@ -228,9 +228,7 @@ class Queries:
     def crawl_state(self, meta: dict[str, str]) -> str:
         """The crawl's state; a 'running' crawl whose process is gone was stopped."""
         state = meta.get("state", "new")
-        if state in ("running", "paused") and not pid_alive(int(meta.get("pid", 0) or 0)):
-            return "stopped"
-        return state
+        return "stopped" if state in ("running", "paused") and not pid_alive(int(meta.get("pid", 0) or 0)) else state
 
     def search_index(self) -> SearchIndex | None:
         """The crawl's search index, if it has one."""

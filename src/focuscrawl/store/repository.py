@@ -187,8 +187,7 @@ class Store:
             self.commit_pages = 1
             self.commit()
 
-    def run_unit(self, work: Callable[[], T]) -> T:
-        """``work()`` as one unit of work: SQLite's writers never deadlock, so it runs once."""
+    def run_unit(self, work: Callable[[], T]) -> T:  # SQLite's writers never deadlock: it runs once
         with self.transaction():
             return work()
 
