@@ -465,6 +465,7 @@ def test_the_dashboard_draws_the_harvest_chart_and_keeps_it_live(portal_url, bro
 
 
 def test_the_dashboard_follows_a_running_crawl_and_pauses_resumes_and_stops_it(serve, make_config, tmp_path, browser):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -486,29 +487,31 @@ def test_the_dashboard_follows_a_running_crawl_and_pauses_resumes_and_stops_it(s
         portal = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0"],
                                   stderr=subprocess.PIPE, text=True)
         browser.get(_wait_for_address(portal) + "/crawls/live")
-        state = browser.find_element(By.CSS_SELECTOR, '[data-field="state"]')
-        fetched = browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]')
+        stale = (StaleElementReferenceException,)  # the live feed replaces the figures' elements as it redraws
+
+        def field(name: str) -> str:
+            return WebDriverWait(browser, 5, ignored_exceptions=stale).until(
+                lambda b: b.find_element(By.CSS_SELECTOR, f'[data-field="{name}"]').text)
+
         def chart() -> list[str]:
             return [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
 
-        first, drawn = int(fetched.text), chart()
-        WebDriverWait(browser, 30).until(lambda b: int(fetched.text) >= first + 10)  # the live feed goes on
-        assert browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart polyline") and state.text == "running"
-        WebDriverWait(browser, 10).until(lambda b: chart() != drawn)  # redrawn to the new scale
+        first, drawn = int(field("pages_fetched")), chart()
+        WebDriverWait(browser, 30).until(lambda b: int(field("pages_fetched")) >= first + 10)  # the live feed goes on
+        assert browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart polyline") and field("state") == "running"
+        WebDriverWait(browser, 10, ignored_exceptions=stale).until(lambda b: chart() != drawn)  # redrawn to the new scale
         browser.find_element(By.XPATH, "//button[text()='Pause']").click()
-        WebDriverWait(browser, 15).until(lambda b: b.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "paused")
-        fetched = browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]')
+        WebDriverWait(browser, 15).until(lambda b: field("state") == "paused")
         time.sleep(1.0)  # fetches in flight end
-        paused_at = int(fetched.text)
+        paused_at = int(field("pages_fetched"))
         time.sleep(2.5)
-        assert int(browser.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text) == paused_at
+        assert int(field("pages_fetched")) == paused_at
         assert crawl.poll() is None  # the process waits
         browser.find_element(By.XPATH, "//button[text()='Resume']").click()
-        WebDriverWait(browser, 30).until(
-            lambda b: int(b.find_element(By.CSS_SELECTOR, '[data-field="pages_fetched"]').text) > paused_at)
+        WebDriverWait(browser, 30).until(lambda b: int(field("pages_fetched")) > paused_at)
         browser.find_element(By.XPATH, "//button[starts-with(text(), 'Stop')]").click()
         assert crawl.wait(30) == 0
-        WebDriverWait(browser, 15).until(lambda b: b.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "stopped")
+        WebDriverWait(browser, 15).until(lambda b: field("state") == "stopped")
     finally:
         for process in filter(None, (crawl, portal)):
             process.terminate()

@@ -1,11 +1,13 @@
 """Many workers on one crawl, its state on PostgreSQL (:mod:`.store.pg_repository`,
-:mod:`.store.pg_frontier`): ``publish`` puts a new crawl's configuration and seeds in the database
-once, ``join`` makes a worker of this process (stateless: the configuration comes from the
-database, the WARC files go to the shared directory), and ``run_local`` starts N of them here.
+:mod:`.store.pg_frontier`): ``publish`` puts a new crawl's configuration, seeds and critic in the
+database once, ``join`` makes a worker of this process (stateless: the configuration comes from
+the database, its WARC files go to the shared directory), ``run_local`` starts N of them here.
+The crawl directory's config names the database, so ``status``, ``export`` and ``resume`` read
+it there, and ``take_snapshot`` copies it into the directory for the search index and portal.
 
 Not shared yet, so refused: the apprentice, BINGO!'s adaptations (retraining, link analysis,
 phases), the bounded queue and near-duplicate signatures; off: link clusters (each worker's would
-learn alone) and the search index kept while crawling (to be built from the database)."""
+learn alone) and the search index kept while crawling (built from a snapshot instead)."""
 
 from __future__ import annotations
 
@@ -51,12 +53,12 @@ def unshared(config: CrawlConfig) -> list[str]:
     return problems
 
 
-async def _trained_critic(config: CrawlConfig) -> Critic | None:
+async def _trained_critic(config: CrawlConfig, hosts: Hosts) -> Critic | None:
     """The crawl's critic, trained once here (workers training their own would each fetch the
     examples, outside any host lease)."""
     if not config.topic.positive:
         return None
-    async with Fetcher(config, Hosts(config)) as fetcher:
+    async with Fetcher(config, hosts) as fetcher:
         return await train_critic(config, fetcher)
 
 
@@ -102,14 +104,16 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
             raise ConfigError(f"{shown(dsn)}: already holds a crawl named {crawl!r}; join it with 'focuscrawl worker'")
 
     refuse_if_published()  # before the critic's training
-    critic = asyncio.run(_trained_critic(config))
+    hosts = Hosts(config)
+    critic = asyncio.run(_trained_critic(config, hosts))
     repository = PgRepository(dsn, crawl, directory, "publisher", warc=False)
     try:
         with repository.publishing():
             refuse_if_published()
-            frontier = repository.new_frontier(Hosts(config), "band", 0.0, None)
+            frontier = repository.new_frontier(hosts, "band", 0.0, None)
             strategy = Focus.for_phase(config, "crawl", seeds).strategy
             frontier.add([Discovered(seed, host_of(seed), strategy(1.0, 0, seed), None) for seed in seeds], 0, None)
+            frontier.hand_over_intervals()  # the hosts the examples came from
             if critic is not None:
                 repository.save_model(CRITIC_MODEL, pickle.dumps(critic, protocol=pickle.HIGHEST_PROTOCOL))
             repository.set_meta(config=json.dumps(config.model_dump(mode="json")), directory=str(directory.resolve()),

@@ -16,6 +16,7 @@ class Host:
     name: str
     interval: float
     next_start: float = 0.0  # monotonic time before which no request may start
+    last_start: float = float("-inf")  # monotonic time the last request left
     active: int = 0  # page fetches in flight (the per-host connection limit)
     failures: int = 0  # consecutive network failures
     status: str = OK
@@ -77,6 +78,16 @@ class Hosts:
         delay = self.reserve(name)
         if delay > 0:
             await asyncio.sleep(delay)
+
+    async def leave(self, name: str) -> None:
+        """The request has its connection and goes out now, once a whole interval has passed since
+        the last one left: a process that stalled past several slots (a long page, a database
+        round trip) wakes their waiters together, and they must still leave one interval apart."""
+        host = self[name]
+        while (late := host.last_start + host.interval - time.monotonic()) > 0:
+            await asyncio.sleep(late)
+        host.last_start = now = time.monotonic()
+        host.next_start = max(host.next_start, now + host.interval)
 
     def record_failure(self, name: str) -> str:
         """BINGO! §2.3.8: a failing host becomes slow, the third failure makes it bad."""

@@ -133,8 +133,15 @@ class Fetcher:
             resolver=HostMapResolver(self.config.host_map.hosts, fetch.loopback_only, self.policy),
         )
         timeout = aiohttp.ClientTimeout(total=fetch.total_timeout, sock_connect=fetch.connect_timeout, sock_read=fetch.read_timeout)
-        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar())
+        leaving = aiohttp.TraceConfig()  # the last moment before a request is written: politeness's final word
+        leaving.on_connection_create_end.append(self._leaving)
+        leaving.on_connection_reuseconn.append(self._leaving)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                             cookie_jar=aiohttp.DummyCookieJar(), trace_configs=[leaving])
         return self
+
+    async def _leaving(self, session, context, params) -> None:
+        await self.hosts.leave(context.trace_request_ctx)
 
     async def __aexit__(self, *exc) -> None:
         await self.session.close()
@@ -301,7 +308,8 @@ class Fetcher:
         host = host_of(url)
         await self.hosts.wait_turn(host)
         try:
-            async with self.session.get(self._wire_url(url), headers=request_headers, allow_redirects=False) as resp:
+            async with self.session.get(self._wire_url(url), headers=request_headers, allow_redirects=False,
+                                        trace_request_ctx=host) as resp:
                 self.hosts.answered(host)
                 exchange.status = resp.status
                 exchange.reason = (resp.reason or "").encode("ascii", "replace").decode("ascii")

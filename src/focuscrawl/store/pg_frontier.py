@@ -329,6 +329,17 @@ class PgFrontier:
             (wait, lease.host, self.hosts[lease.host].status, lease.host, self.worker))
         del self.leases[lease.host]
 
+    def hand_over_intervals(self) -> None:
+        """Hosts this process asked outside a lease (the critic's examples): no worker asks them
+        before their interval is over."""
+        now = time.monotonic()
+        waits = [(host.name, host.next_start - now) for host in self.hosts if host.next_start > now]
+        if waits:
+            self.db.execute(f"INSERT INTO hosts (host, next_allowed) SELECT h, {NOW} + w FROM unnest(%s::text[],"
+                            f" %s::float8[]) AS t(h, w) ORDER BY h ON CONFLICT (host) DO UPDATE SET next_allowed ="
+                            f" GREATEST(hosts.next_allowed, EXCLUDED.next_allowed)",
+                            ([name for name, _ in waits], [wait for _, wait in waits]))
+
     def close(self) -> None:
         """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
         for lease in list(self.leases.values()):
