@@ -105,8 +105,12 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
                 " WHERE NOT refused").fetchone()
             in_flight = db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0]
             per_worker = dict(db.execute("SELECT worker, COUNT(*) FROM fetches GROUP BY worker ORDER BY worker").fetchall())
-            statements, = db.execute("SELECT SUM(calls)::bigint FROM public.pg_stat_statements s JOIN pg_database d ON"
-                                     " d.oid = s.dbid WHERE d.datname = current_database()").fetchone()
+            ours = ("FROM public.pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+                    " WHERE d.datname = current_database()")
+            statements, = db.execute(f"SELECT SUM(calls)::bigint {ours}").fetchone()
+            costliest = [{"statement": " ".join(query.split())[:100], "calls": calls, "ms_per_page": round(ms / fetched, 3)}
+                         for query, calls, ms in db.execute(f"SELECT query, calls, total_exec_time {ours}"
+                                                            " ORDER BY total_exec_time DESC LIMIT 6")]
         server.close()
         server_log = violations(work / "access.log", interval)
     finally:
@@ -121,6 +125,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         "crawl_seconds": round(last - first, 1), "pages_by_worker": per_worker,
         "fetched_twice": fetched - urls, "left_in_flight": in_flight, "killed": victim,
         "statements_per_page": round(statements / fetched, 2),
+        "costliest_statements": costliest,
         "cpu_ms_per_page": {"workers": round(1000 * crawl_cpu / fetched, 2),
                             "postgres": round(1000 * (cpu_after - cpu_before) / fetched, 2)},
         "server_log": server_log,

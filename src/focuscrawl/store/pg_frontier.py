@@ -127,6 +127,7 @@ class PgFrontier:
         self.lost = 0  # URLs finished after their lease had expired (another worker may have fetched them)
         self._renewed = self._counted = self._expiries_checked = 0.0
         self._waiting_until = 0.0  # no host to lease before this (monotonic)
+        self._links_added, self._analyze_at = 0, 2000  # see resync
 
     def load(self) -> int:
         """Register this worker and count the frontier; nothing to requeue (expired leases are)."""
@@ -146,6 +147,9 @@ class PgFrontier:
         self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
         self.others_in_flight = others
         self._counted = time.monotonic()
+        if self._links_added >= self._analyze_at:  # a young crawl's table outgrows its statistics within seconds,
+            self.db.execute("ANALYZE urls")      # long before autovacuum looks, and its plans turn to full scans
+            self._analyze_at *= 2
 
     # -- discovery ---------------------------------------------------------------------------
 
@@ -168,6 +172,7 @@ class PgFrontier:
                 if attempt == 2:
                     raise
         self.size += sum(skip is None for *_, skip in found)  # an estimate until the next count
+        self._links_added += len(found)
         return [ids[url_hash(url)] for url, *_ in found]
 
     def _add(self, found: list[tuple], depth: int, parent_id: int | None, tunnel: int, queue: str) -> dict[int, int]:
