@@ -7,8 +7,8 @@ host's best URLs, marked in flight under its name. While the lease holds, no oth
 that host: its politeness interval and connection limit are the lessee's, kept by the local
 :class:`~focuscrawl.fetch.hosts.Hosts` clock, and when the lease ends the next allowed start is
 written back, so the interval holds across the hand-over too. A worker renews its leases as it
-goes; a lease that expires (the worker was killed) gives the host and its URLs in flight to the
-next worker that leases it. The seen set is a unique index on a 64-bit hash of the URL, on disk.
+goes; a lease that expires (the worker was killed) frees the host, its URLs in flight queued
+again (every worker looks for expired leases about once a second). The seen set is a unique index on a 64-bit hash of the URL, on disk.
 All times are the database's clock, so workers on several machines agree.
 
 One crawl is one PostgreSQL schema (``crawl_<name>``), created on first use.
@@ -94,12 +94,23 @@ def connect(dsn: str, crawl: str) -> psycopg.Connection:
     statement below is its own transaction unless grouped."""
     schema = schema_of(crawl)
     db = psycopg.connect(dsn, autocommit=True)
-    with db.transaction():
-        db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))  # workers starting together
-        db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-        db.execute(f"SET search_path TO {schema}")
-        db.execute(SCHEMA)
+    db.execute(f"SET search_path TO {schema}")
+    create_tables(db, schema, "workers", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
     return db
+
+
+def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> None:
+    """Run ``ddl`` (whose ``last`` table it creates last) unless it ran: once per crawl, under a
+    lock for workers starting together. Never again once the crawl runs: CREATE INDEX IF NOT
+    EXISTS locks its table even when the index exists, and deadlocked with workers' pages."""
+    def missing() -> bool:
+        return db.execute("SELECT to_regclass(%s) IS NULL", (f"{schema}.{last}",)).fetchone()[0]
+
+    if missing():
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
+            if missing():
+                db.execute(ddl)
 
 
 @dataclass
@@ -218,6 +229,8 @@ class PgFrontier:
         now = time.monotonic()
         if now - self._renewed > self.lease_seconds / 3:
             self._renew()
+        if now - self._expiries_checked > min(1.0, self.lease_seconds / 3):
+            self._reap()
         if now - self._counted > 1.0:
             self.resync()
         ready = [lease for lease in self.leases.values() if lease.items and self._may_ask(lease.host, now)]
@@ -236,34 +249,42 @@ class PgFrontier:
         host = self.hosts[name]
         return host.status != BAD and host.active < self.hosts.connections and host.next_start <= now
 
-    def _lease(self) -> Lease | None:
-        """Lease the best host no live worker holds and whose interval has passed (a host whose
-        lessee died first); take its URLs, those in flight under the expired lease back first."""
+    def _reap(self) -> None:
+        """Free the hosts whose lease expired (their lessee was killed) and queue their URLs in
+        flight again, all at once: the next workers take them in priority order."""
+        self._expiries_checked = time.monotonic()
         with self.db.transaction():
-            row = None
-            if time.monotonic() >= self._expiries_checked + min(1.0, self.lease_seconds / 3):  # expired leases are few
-                self._expiries_checked = time.monotonic()
-                row = self.db.execute(f"SELECT host, next_allowed - {NOW} FROM hosts WHERE lease_owner IS NOT NULL AND"
-                                      f" lease_until < {NOW} LIMIT 1 FOR UPDATE SKIP LOCKED").fetchone()
-            row = row or self.db.execute(  # by index: free hosts, best first
-                f"SELECT host, 0 FROM hosts WHERE best IS NOT NULL AND lease_owner IS NULL AND next_allowed <= {NOW}"
+            hosts = [name for (name,) in self.db.execute(
+                f"UPDATE hosts SET lease_owner = NULL, lease_until = 0 WHERE host IN (SELECT host FROM hosts WHERE"
+                f" lease_owner IS NOT NULL AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) RETURNING host")]
+            if hosts:
+                self._requeue_orphans(hosts)
+                self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host"
+                                f" AND state = {QUEUED}) WHERE host = ANY(%s)", (hosts,))
+
+    def _requeue_orphans(self, hosts: list[str]) -> None:
+        """URLs in flight on hosts no live worker holds; rows a page's transaction holds are
+        skipped, never waited for."""
+        self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host"
+                        f" = ANY(%s) AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (hosts,))
+
+    def _lease(self) -> Lease | None:
+        """Lease the best host no worker holds and whose interval has passed; take its best URLs."""
+        with self.db.transaction():
+            row = self.db.execute(  # by index: free hosts, best first
+                f"SELECT host FROM hosts WHERE best IS NOT NULL AND lease_owner IS NULL AND next_allowed <= {NOW}"
                 f" AND status <> 'bad' ORDER BY best DESC LIMIT 1 FOR UPDATE SKIP LOCKED").fetchone()
             if row is None:
                 self._waiting_until = time.monotonic() + 0.05
                 return None
-            name, wait = row
-            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host"
-                            f" = %s AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (name,))  # a dead lessee's
-            # (a live one would hold the lease); rows a page's transaction holds are skipped, never waited for
+            name, = row
+            self._requeue_orphans([name])  # left by a reaping that skipped them
             items = self._take(name)
             self.db.execute(f"UPDATE hosts SET lease_owner = %s, lease_until = {NOW} + %s, best = (SELECT MAX(priority)"
                             f" FROM urls WHERE host = %s AND state = {QUEUED}) WHERE host = %s",
                             (self.worker if items else None, self.lease_seconds if items else -1e9, name, name))
         if not items:  # its best was stale: none queued any more
             return None
-        if wait > 0:  # the last lessee's interval is not over
-            host = self.hosts[name]
-            host.next_start = max(host.next_start, time.monotonic() + wait)
         lease = self.leases[name] = Lease(name, items)
         return lease
 

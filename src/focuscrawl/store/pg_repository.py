@@ -185,9 +185,7 @@ class PgRepository:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.db = pg_frontier.connect(dsn, crawl)
         self.db.execute("SET synchronous_commit = off")
-        with self.db.transaction():
-            self.db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"crawl_{crawl}",))
-            self.db.execute(SCHEMA)
+        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "models", SCHEMA)
         self.queries = PgQueries(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
