@@ -32,7 +32,7 @@ from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered
 from focuscrawl.learn import Critic, model_from_bytes
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
-from focuscrawl.store.pg_frontier import shown
+from focuscrawl.store.pg_frontier import hand_over_intervals, shown
 from focuscrawl.store.pg_repository import PgRepository, open_queries, published, republish, snapshot
 from focuscrawl.topics import train_critic
 
@@ -113,7 +113,7 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
             frontier = repository.new_frontier(hosts, "band", 0.0, None)
             strategy = Focus.for_phase(config, "crawl", seeds).strategy
             frontier.add([Discovered(seed, host_of(seed), strategy(1.0, 0, seed), None) for seed in seeds], 0, None)
-            frontier.hand_over_intervals()  # the hosts the examples came from
+            hand_over_intervals(repository.db, hosts)  # the hosts the examples came from
             if critic is not None:
                 repository.save_model(CRITIC_MODEL, pickle.dumps(critic, protocol=pickle.HIGHEST_PROTOCOL))
             repository.set_meta(config=json.dumps(config.model_dump(mode="json")), directory=str(directory.resolve()),
@@ -165,11 +165,13 @@ def open_shared(config: CrawlConfig):
 
 
 def run_local(directory: Path, config: CrawlConfig, workers: int, quiet: bool = True) -> int:
-    """Start ``workers`` worker processes on this machine and wait for them; the worst exit status."""
+    """Start ``workers`` worker processes on this machine and wait for them; the worst exit status
+    (1 for a worker killed by a signal: the others went on, and its URLs go to them)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     base = worker_id()
     processes = [subprocess.Popen([sys.executable, "-m", "focuscrawl", "worker", "--db", config.store.database,
                                    "--crawl", config.store.crawl_name, "--dir", str(directory), "--id",
                                    f"{base}-w{i + 1}", *(["--quiet"] if quiet else [])], env=env)
                  for i in range(workers)]
-    return max(process.wait() for process in processes)
+    worst = max((process.wait() for process in processes), key=abs)
+    return worst if worst >= 0 else 1

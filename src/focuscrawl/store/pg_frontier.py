@@ -113,6 +113,24 @@ def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> N
                 db.execute(ddl)
 
 
+def requeue_orphans(db: psycopg.Connection, hosts: list[str]) -> None:
+    """URLs in flight on hosts no live worker holds; rows a page's transaction holds are skipped,
+    never waited for."""
+    db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host = ANY(%s)"
+               f" AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (hosts,))
+
+
+def hand_over_intervals(db: psycopg.Connection, hosts: Hosts) -> None:
+    """Hosts this process asked outside a lease (the critic's examples): no worker asks them
+    before their interval is over."""
+    now = time.monotonic()
+    waits = [(host.name, host.next_start - now) for host in hosts if host.next_start > now]
+    if waits:
+        db.execute(f"INSERT INTO hosts (host, next_allowed) SELECT h, {NOW} + w FROM unnest(%s::text[], %s::float8[])"
+                   f" AS t(h, w) ORDER BY h ON CONFLICT (host) DO UPDATE SET next_allowed = GREATEST(hosts.next_allowed,"
+                   f" EXCLUDED.next_allowed)", ([name for name, _ in waits], [wait for _, wait in waits]))
+
+
 @dataclass
 class Lease:
     """A host this worker holds: the URLs it took, best first."""
@@ -175,13 +193,9 @@ class PgFrontier:
         a better priority or an admissible link), raise their hosts' best; returns their ids."""
         found = [(url, host, priority, "host marked bad" if skip is None and self.hosts[host].status == BAD else skip)
                  for url, host, priority, skip in found]
-        for attempt in range(3):
-            try:
-                ids = self._add(sorted(found, key=lambda row: url_hash(row[0])), depth, parent_id, tunnel, queue)
-                break
-            except psycopg.errors.DeadlockDetected:  # two workers queueing the same URLs in another order
-                if attempt == 2:
-                    raise
+        # in hash order: two workers queueing the same URLs lock them in one order (a page's unit
+        # that deadlocks all the same is run again whole: PgRepository.run_unit)
+        ids = self._add(sorted(found, key=lambda row: url_hash(row[0])), depth, parent_id, tunnel, queue)
         self.size += sum(skip is None for *_, skip in found)  # an estimate until the next count
         self._links_added += len(found)
         return [ids[url_hash(url)] for url, *_ in found]
@@ -258,15 +272,9 @@ class PgFrontier:
                 f"UPDATE hosts SET lease_owner = NULL, lease_until = 0 WHERE host IN (SELECT host FROM hosts WHERE"
                 f" lease_owner IS NOT NULL AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) RETURNING host")]
             if hosts:
-                self._requeue_orphans(hosts)
+                requeue_orphans(self.db, hosts)
                 self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host"
                                 f" AND state = {QUEUED}) WHERE host = ANY(%s)", (hosts,))
-
-    def _requeue_orphans(self, hosts: list[str]) -> None:
-        """URLs in flight on hosts no live worker holds; rows a page's transaction holds are
-        skipped, never waited for."""
-        self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host"
-                        f" = ANY(%s) AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (hosts,))
 
     def _lease(self) -> Lease | None:
         """Lease the best host no worker holds and whose interval has passed; take its best URLs."""
@@ -278,7 +286,7 @@ class PgFrontier:
                 self._waiting_until = time.monotonic() + 0.05
                 return None
             name, = row
-            self._requeue_orphans([name])  # left by a reaping that skipped them
+            requeue_orphans(self.db, [name])  # left by a reaping that skipped them
             items = self._take(name)
             self.db.execute(f"UPDATE hosts SET lease_owner = %s, lease_until = {NOW} + %s, best = (SELECT MAX(priority)"
                             f" FROM urls WHERE host = %s AND state = {QUEUED}) WHERE host = %s",
@@ -354,17 +362,6 @@ class PgFrontier:
             f" MAX(priority) FROM urls WHERE host = %s AND state = {QUEUED}), status = %s WHERE host = %s AND lease_owner = %s",
             (wait, lease.host, self.hosts[lease.host].status, lease.host, self.worker))
         del self.leases[lease.host]
-
-    def hand_over_intervals(self) -> None:
-        """Hosts this process asked outside a lease (the critic's examples): no worker asks them
-        before their interval is over."""
-        now = time.monotonic()
-        waits = [(host.name, host.next_start - now) for host in self.hosts if host.next_start > now]
-        if waits:
-            self.db.execute(f"INSERT INTO hosts (host, next_allowed) SELECT h, {NOW} + w FROM unnest(%s::text[],"
-                            f" %s::float8[]) AS t(h, w) ORDER BY h ON CONFLICT (host) DO UPDATE SET next_allowed ="
-                            f" GREATEST(hosts.next_allowed, EXCLUDED.next_allowed)",
-                            ([name for name, _ in waits], [wait for _, wait in waits]))
 
     def close(self) -> None:
         """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
