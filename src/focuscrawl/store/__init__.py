@@ -1,8 +1,9 @@
 """The store owns the crawl directory and every table of its database: the repository
 (fetches, documents, links, models, logs; :mod:`.repository`), the queries of the learning
 loops and the tools (:mod:`.queries`), the search index (:mod:`.search_index`), near-duplicate
-records (:mod:`.near_duplicates`), the frontier's SQLite backend (:mod:`.frontier`) and the
-file layout (:mod:`.layout`). Nothing else opens the database."""
+records (:mod:`.near_duplicates`), the frontier's SQLite backend (:mod:`.frontier`), the
+file layout (:mod:`.layout`), and the PostgreSQL backend of a crawl shared by workers
+(:mod:`.pg_frontier`, :mod:`.pg_repository`). Nothing else opens the database."""
 
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
