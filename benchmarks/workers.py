@@ -51,7 +51,8 @@ def violations(access_log: Path, interval: float) -> dict:
     for line in access_log.read_text().splitlines():
         at, host, path = line.split(" ", 2)
         arrivals[host].append((float(at), path))
-    gaps = [b[0] - a[0] for times in arrivals.values() for a, b in zip(sorted(times), sorted(times)[1:])]
+    starts = [sorted(at for at, _ in times) for times in arrivals.values()]
+    gaps = [b - a for times in starts for a, b in zip(times, times[1:])]
     pages = [(host, path) for host, times in arrivals.items() for _, path in times if path != "/robots.txt"]
     return {"requests": sum(map(len, arrivals.values())), "hosts": len(arrivals),
             "closer_than_interval": sum(gap < interval for gap in gaps),

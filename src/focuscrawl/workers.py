@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
+from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config
 from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, claim_directory, with_budget
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
@@ -75,12 +75,20 @@ def worker_id(process: bool = False) -> str:
 
 
 def shared_config(directory: Path) -> CrawlConfig | None:
-    """The configuration of the crawl in ``directory`` if it is shared by workers (it names a database)."""
-    path = CrawlDir(directory).config
-    if not path.is_file():
+    """The configuration of the crawl in ``directory`` if it is shared by workers (it names a
+    database). An SQLite crawl's tools read its crawl.db, so a broken config of one stays its own
+    business, not theirs."""
+    files = CrawlDir(directory)
+    if not files.config.is_file():
         return None
-    config = load_config(path)
-    return config if config.store.database else None
+    try:
+        data = read_config_data(files.config)
+    except ConfigError:
+        if files.exists():
+            return None
+        raise
+    store = data.get("store")
+    return load_config(files.config) if isinstance(store, dict) and store.get("database") else None
 
 
 def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:

@@ -8,7 +8,8 @@ that host: its politeness interval and connection limit are the lessee's, kept b
 :class:`~focuscrawl.fetch.hosts.Hosts` clock, and when the lease ends the next allowed start is
 written back, so the interval holds across the hand-over too. A worker renews its leases as it
 goes; a lease that expires (the worker was killed) frees the host, its URLs in flight queued
-again (every worker looks for expired leases about once a second). The seen set is a unique index on a 64-bit hash of the URL, on disk.
+again (every worker looks for expired leases about once a second). The seen set is a unique
+index on a 64-bit hash of the URL, on disk.
 All times are the database's clock, so workers on several machines agree.
 
 One crawl is one PostgreSQL schema (``crawl_<name>``), created on first use.

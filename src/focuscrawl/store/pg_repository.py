@@ -101,8 +101,6 @@ def published(dsn: str, crawl: str) -> dict[str, str] | None:
     return None
 
 
-T = TypeVar("T")
-UNIT_ATTEMPTS = 5
 def open_queries(dsn: str, crawl: str):
     """A connection to a shared crawl's tables and its :class:`PgQueries` (status, export)."""
     db = pg_frontier.connect(dsn, crawl)
@@ -115,6 +113,8 @@ def republish(dsn: str, crawl: str, config_json: str) -> None:
         db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (config_json,))
 
 
+T = TypeVar("T")
+UNIT_ATTEMPTS = 5  # a page's unit that keeps deadlocking fails after this many runs
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
@@ -132,15 +132,6 @@ class PgQueries:
 
     def seed_urls(self) -> list[str]:
         return [url for (url,) in self.db.execute("SELECT url FROM urls WHERE depth = 0 AND parent_id IS NULL")]
-
-    def recent_relevance(self, count: int) -> list[float]:
-        """The critic's scores of the last ``count`` pages judged, oldest first."""
-        return [r for (r,) in self.db.execute(
-            "SELECT relevance FROM (SELECT relevance, fetch_id FROM documents WHERE relevance IS NOT NULL"
-            " ORDER BY fetch_id DESC LIMIT %s) AS d ORDER BY fetch_id", (count,))]
-
-    def count_relevant(self, threshold: float) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= %s", (threshold,)).fetchone()[0]
 
     def warc_end(self, name: str) -> int | None:
         """Where the last committed record in WARC file ``name`` ends."""
@@ -191,7 +182,6 @@ class PgRepository:
                                 prefix=f"worker-{worker}") if warc else None
         self.harvest_log = None  # opened by the first entry: the publisher writes none
         self.frontier: PgFrontier | None = None
-        self.retried_units = 0  # units rolled back by a deadlock and run again
         self._archived: tuple[Response | None, tuple] = (None, (None, None))  # the last response archived, where
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
@@ -233,7 +223,6 @@ class PgRepository:
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 if attempt == UNIT_ATTEMPTS - 1:
                     raise
-                self.retried_units += 1
                 time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
         raise AssertionError("unreachable")
 
