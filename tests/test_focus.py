@@ -238,6 +238,23 @@ def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
     assert len(saved.examples_[0]) == 10  # retrained on originals + pseudo examples, originals kept apart
 
 
+def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_goes_on(synthetic, tmp_path):
+    _, config = synthetic
+    directory = tmp_path / "negatives"
+    crawler = Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}), directory)
+    asyncio.run(crawler.run())
+    steps = adaptations(directory)
+    assert [(pages, kind) for pages, kind, _ in steps] == [(12, "reliable negatives"), (24, "reliable negatives"),
+                                                           (48, "reliable negatives")]
+    assert all(0 <= step["reliable_negatives"] <= step["unlabeled"] <= pages for pages, _, step in steps)
+    assert steps[0][2]["reliable_negatives"] > 0 and steps[-1][2]["rejudged"] >= 40
+    saved = crawl_critic(directory)
+    assert len(saved.examples_[0]) == 10 and len(saved.examples_[1]) == 20  # retrained from the originals each time
+    resumed = Crawler.open(directory, max_pages=100)
+    asyncio.run(resumed.run())
+    assert [pages for pages, _, _ in adaptations(directory)][3:] == [96]  # the schedule goes on where it stopped
+
+
 def test_the_bounded_queue_drops_the_lowest_priorities_and_a_later_link_brings_one_back(tmp_path):
     store = Store(tmp_path / "crawl", warc=False)
     frontier = SqliteFrontier(store.db, Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})))

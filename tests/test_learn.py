@@ -4,8 +4,10 @@ import pickle
 import numpy as np
 import pytest
 from scipy import sparse
+from sklearn.metrics import roc_auc_score
 
 from focuscrawl.learn import LEARNERS, Critic, KernelNB, ModelError, NormalNB, PlattSVM, platt_sigmoid
+from focuscrawl.testweb.synthetic import topic_passages
 from focuscrawl.text import FeatureSelector, PantTfidf, RelativeTf, information_gain, mutual_information
 
 NETWORK = [
@@ -348,3 +350,41 @@ def test_judging_a_page_whose_leaf_terms_are_known_gives_the_same_relevance():
     assert analysed.terms and not fresh.terms
     assert critic.judge(analysed).relevance == pytest.approx(critic.judge(fresh).relevance, rel=1e-12)
     assert critic.judge(fresh).relevance == pytest.approx(critic.predict_proba([fresh.text])[0], rel=1e-12)
+
+
+def _site_with_a_template():
+    """A topic's examples where a quarter of the positives come from one site whose every page
+    carries the same sidebar, and the crawl's pages: that site's off-topic pages (sidebar and
+    another topic), on-topic pages of other sites, and off-topic pages of other sites. Texts are
+    the synthetic web's passages (the standard library's own docstrings)."""
+    rng = np.random.default_rng(3)
+    on = [doc for _, doc in topic_passages("networking")]
+    off = [doc for topic in ("numbers", "files", "text") for _, doc in topic_passages(topic)]
+    on = [on[i] for i in rng.permutation(len(on))]
+    off = [off[i] for i in rng.permutation(len(off))]
+    sidebar = " ".join(name for name, _ in topic_passages("numbers")[:80])  # the site's navigation: the same on every page
+    positives = [f"{sidebar} {doc}" if i < 5 else doc for i, doc in enumerate(on[:20])]
+    negatives = off[:40]
+    template_pages = [f"{sidebar} {doc}" for doc in off[40:100]]
+    on_topic_pages = on[20:60]
+    return positives, negatives, template_pages, on_topic_pages, off[100:120]
+
+
+def test_reliable_negatives_are_the_pages_that_share_only_a_sites_template_with_the_positives():
+    positives, negatives, template_pages, on_topic_pages, other_pages = _site_with_a_template()
+    critic = Critic("svm-linear").fit(positives, negatives)
+    crawled = template_pages + on_topic_pages + other_pages + positives  # a crawl fetches its seeds too
+    sites = (["docs.example"] * len(template_pages) + [f"on{i % 8}.test" for i in range(len(on_topic_pages))]
+             + [f"off{i % 4}.test" for i in range(len(other_pages))] + ["docs.example"] * 5
+             + [f"on{i % 8}.test" for i in range(15)])
+    truth = [0] * len(template_pages) + [1] * len(on_topic_pages) + [0] * len(other_pages)
+    before = roc_auc_score(truth, critic.predict_proba(crawled[:-20]))
+
+    reliable = critic.reliable_negatives(crawled, sites)
+    assert reliable[:len(template_pages)].sum() >= 3
+    assert not reliable[len(template_pages):len(template_pages) + len(on_topic_pages)].any()
+    assert not reliable[-20:].any()  # a positive example is never a negative
+    retrained = critic.refit({}, [text for text, surely_not in zip(crawled, reliable) if surely_not])
+    assert retrained.user_examples == (positives, negatives)
+    assert critic.predict_proba(template_pages).mean() > 0.9 > 0.6 > retrained.predict_proba(template_pages).mean()
+    assert roc_auc_score(truth, retrained.predict_proba(crawled[:-20])) > before + 0.05

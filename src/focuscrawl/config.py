@@ -229,6 +229,12 @@ class AdaptationSettings(_Section):
     pseudo_after: float | None = Field(None, gt=0, description="Pant §7.4: retrain once with pseudo examples after this many pages (a share of max_pages if < 1)")
     pseudo_positives: int = Field(15, ge=0, description="top pages by critic score taken as positives")
     pseudo_negatives: int = Field(30, ge=0, description="bottom pages taken as negatives")
+    negatives_after: float | None = Field(
+        None, gt=0, description="learn what the topic is not from the crawl's own pages (reliable negatives by the spy"
+        " technique, Liu et al. 2002) after this many pages (a share of max_pages if < 1), and again each time the"
+        " crawl doubles; the critic is retrained with them and the stored pages and queued links judged again")
+    spy_quantile: float = Field(0.05, gt=0, lt=1, description="a reliable negative scores below this quantile of the"
+                                " held-out positives (spies)")
 
 
 class StoreSettings(_Section):

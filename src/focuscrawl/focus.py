@@ -39,6 +39,7 @@ from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
+MAX_UNLABELED = 1000  # crawl pages the spy technique sorts (a sample beyond): five critics learn them
 HARVEST_START = "start of the harvesting phase"  # the reorganisation a phase switch owes (resumed if killed)
 
 
@@ -206,13 +207,17 @@ class Adaptation:
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
         self.basis: list[str] = json.loads(store.get_meta("training_basis", "[]"))  # archetypes kept as examples
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
+        self.negatives_next = int(store.get_meta("negatives_next", "0")) or (
+            share_of_budget(self.settings.negatives_after, config.budget.max_pages)
+            if self.settings.negatives_after is not None else None)
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
         self.measuring = int(measuring) if measuring else None
 
     @staticmethod
     def enabled_by(config: CrawlConfig) -> bool:
         s = config.adaptation
-        return s.retrain or s.link_analysis or s.learning_phase or s.pseudo_after is not None
+        return (s.retrain or s.link_analysis or s.learning_phase or s.pseudo_after is not None
+                or s.negatives_after is not None)
 
     # -- called by the crawler ---------------------------------------------------------------
 
@@ -231,6 +236,9 @@ class Adaptation:
             return
         if s.pseudo_after is not None and not self.pseudo_done and pages >= share_of_budget(s.pseudo_after, max_pages):
             self.pseudo_examples()
+            return
+        if self.negatives_next is not None and pages >= self.negatives_next:
+            self.learn_negatives()
             return
         if self.control.phase == "learning" or not (s.retrain or s.link_analysis):
             return
@@ -288,7 +296,7 @@ class Adaptation:
         with self.store.transaction():
             for scores in analyses:
                 graph.save_scores(queries, scores)
-            detail["hub_links_promoted"] = self._promote_hubs(analyses)
+            detail["hub_links_promoted"] = promote_hubs(self.store.queries, self.frontier, analyses, s.hubs)
             self.last_trigger, self.last_positives = self.frontier.done, self.positives
             self.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
                                    archetypes=json.dumps(self.archetypes), training_basis=json.dumps(self.basis),
@@ -321,9 +329,9 @@ class Adaptation:
                 # a well-focused crawl may have fetched few rejected pages, and its least-liked
                 # accepted ones are on the topic: taught as negatives, they turn the critic around)
                 positives = [text for pages in [*archetypes.values(), *labelled.values()] for text in pages.values()]
-                negatives = self._pages_by_score(
-                    round(self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)))
-                    - len(critic.examples_[1]) - len(labelled_negatives), below=0.5)
+                negatives = self.store.queries.texts_by_score(max(0, round(
+                    self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)))
+                    - len(critic.examples_[1]) - len(labelled_negatives)), below=0.5)
                 detail["extra_negatives"] = len(negatives)
                 if self.settings.guard is not None and positives and negatives:
                     detail["agreement"] = round(critic.agreement(positives, negatives), 3)
@@ -379,44 +387,44 @@ class Adaptation:
         a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
         return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
 
-    def _pages_by_score(self, count: int, best: bool = False, below: float = 1.0) -> list[str]:
-        """The texts of the ``count`` fetched pages the critic liked least (or best), of those scored
-        at most ``below``."""
-        if count <= 0:
-            return []
-        return self.store.queries.texts_by_score(count, best, below)
-
-    def _promote_hubs(self, analyses: list[graph.LinkScores]) -> int:
-        """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
-        n_hub = self.settings.hubs
-        if not n_hub:
-            return 0
-        head: dict[int, float] = {}  # target -> the best hub score linking to it
-        for scores in analyses:
-            for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
-                for target in self.store.queries.followed_links(int(scores.graph.url_ids[i])):
-                    head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
-        return self.frontier.promote(head)
-
     def pseudo_examples(self) -> None:
         """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
         s = self.settings
-        positives, negatives = self._pages_by_score(s.pseudo_positives, best=True), self._pages_by_score(s.pseudo_negatives)
-        detail = {"pseudo_positives": len(positives), "pseudo_negatives": len(negatives),
-                  "harvest_before": self.window_harvest()}
+        self.pseudo_done = True
+        self._refit_once("pseudo examples", lambda critic: pseudo_critic(
+            critic, self.store.queries, s.pseudo_positives, s.pseudo_negatives), rejudge=False,
+            pseudo_examples_at=self.frontier.done)
+
+    def learn_negatives(self) -> None:
+        """The critic retrained with the reliable negatives among the crawl's pages, and the stored
+        pages and queued links judged again; next when the crawl has doubled."""
+        pages = self.frontier.done
+        self.negatives_next = 2 * pages
+        self._refit_once("reliable negatives", lambda critic: negatives_critic(
+            critic, self.store.queries, self.settings.spy_quantile, seed=pages), rejudge=True,
+            negatives_next=self.negatives_next)
+
+    def _refit_once(self, kind: str, retrain, rejudge: bool, **meta) -> None:
+        """A retraining from the crawl's own pages at a set point: ``retrain(critic)`` gives the new
+        critic and what it learnt from; ``rejudge``: the stored pages and queued links judged again."""
+        clock = time.perf_counter()
+        detail: dict = {"harvest_before": self.window_harvest()}
         try:
-            if not isinstance(self.control.critic, Critic):
-                raise ValueError("pseudo examples need a single topic's critic")
-            pseudo = {f"pseudo:{i}": text for i, text in enumerate(positives)}
-            self.control.set_critic(self.control.critic.refit({"": pseudo}, negatives))
+            critic, learnt = retrain(self.control.critic)
+            detail.update(learnt)
+            self.control.set_critic(critic)
+            if rejudge:
+                detail["rejudged"] = self.control.reclassify()
+                self.positives = self._count_positives()
         except (ModelError, ValueError) as err:
             detail["error"] = str(err)
-        self.pseudo_done = True
         self.last_trigger = self.frontier.done
         with self.store.transaction():
-            self.store.set_meta(pseudo_examples_at=self.frontier.done, adaptation_last_pages=self.last_trigger)
-            self._log("pseudo examples", detail)
-        log.info("pseudo examples: %s", detail)
+            self.store.set_meta(adaptation_last_pages=self.last_trigger, **meta)
+            detail["seconds"] = round(time.perf_counter() - clock, 3)
+            self._log(kind, detail)
+        self.stage_seconds["adaptation"] += time.perf_counter() - clock
+        log.info("%s: %s", kind, detail)
 
     def _log(self, kind: str, detail: dict) -> None:
         """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
@@ -456,3 +464,38 @@ def rejudge(queries, critic) -> list[tuple[float, str | None, float | None, int]
                    for j, (url_id, _) in zip(critic.judge_texts([text for _, text in chunk]), chunk)]
     queries.set_judgements(judged)
     return judged
+
+
+def promote_hubs(queries, frontier: Frontier, analyses: list[graph.LinkScores], n_hub: int) -> int:
+    """The top N_hub hubs' unvisited links to the head of the frontier (above every priority)."""
+    if not n_hub:
+        return 0
+    head: dict[int, float] = {}  # target -> the best hub score linking to it
+    for scores in analyses:
+        for i in [i for i in scores.top(scores.hubs, n_hub) if scores.hubs[i] > 0]:
+            for target in queries.followed_links(int(scores.graph.url_ids[i])):
+                head[target] = max(head.get(target, 0.0), float(scores.hubs[i]))
+    return frontier.promote(head)
+
+
+def pseudo_critic(critic, queries, positives: int, negatives: int) -> tuple[Critic, dict]:
+    """Pant §7.4: a critic retrained with the ``positives`` pages it scored highest as positives
+    and the ``negatives`` it scored lowest as negatives."""
+    if not isinstance(critic, Critic):
+        raise ValueError("pseudo examples need a single topic's critic")
+    best, worst = queries.texts_by_score(positives, best=True), queries.texts_by_score(negatives)
+    pseudo = {f"pseudo:{i}": text for i, text in enumerate(best)}
+    return critic.refit({"": pseudo}, worst), {"pseudo_positives": len(best), "pseudo_negatives": len(worst)}
+
+
+def negatives_critic(critic, queries, spy_quantile: float, seed: int) -> tuple[Critic, dict]:
+    """A critic retrained from the user's examples and the reliable negatives among the crawl's
+    pages (``Critic.reliable_negatives``); from the originals every time, so negatives found
+    earlier are found again or dropped."""
+    if not isinstance(critic, Critic):
+        raise ValueError("reliable negatives need a single topic's critic")
+    rows = queries.judged_pages(MAX_UNLABELED, seed)
+    texts = [text for _, text in rows]
+    reliable = critic.reliable_negatives(texts, [host_of(url) for url, _ in rows], spy_quantile)
+    negatives = [text for text, surely_not in zip(texts, reliable) if surely_not]
+    return critic.refit({}, negatives), {"unlabeled": len(texts), "reliable_negatives": len(negatives)}

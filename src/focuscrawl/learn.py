@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import Pipeline
-from sklearn.svm import SVC
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.svm import SVC, LinearSVC
 
 from focuscrawl.config import Classifier
 from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, TermCounts, as_csr, topic_preview
@@ -375,6 +376,45 @@ class Critic:
         mine, theirs = self.user_examples
         return float(roc_auc_score([1] * len(mine) + [0] * len(theirs), probe.predict_proba(mine + theirs)))
 
+    def reliable_negatives(self, unlabeled: list[str], sites: list[str], spy_quantile: float = 0.05,
+                           folds: int = 5, seed: int = 0) -> np.ndarray:
+        """Which of the crawl's pages (``unlabeled``, from ``sites``) are surely off the topic: the
+        spy technique of Liu, Lee, Yu & Li (ICML 2002, S-EM's first step), cross-fitted by site.
+        Each fold holds out whole sites, with the user's positives crawled from them (a positive
+        not crawled is a site of its own), and a linear SVM on Pant's TF-IDF learns the other
+        positives against the other crawled pages and the user's negatives. The held-out
+        positives ("spies") behave as the on-topic pages among the crawled ones do; a held-out
+        page whose margin is below the ``spy_quantile`` of the spies' is a reliable negative.
+        Why sites: a seed's site shares its template with its off-topic pages, and a critic
+        learns the template as the topic; a site's pages held out with its seeds are judged by
+        their own words, with nothing learnt of the site's template, whether the site is off the
+        topic (its pages fall below the spies) or wholly on it (they score as its seeds do)."""
+        positives, negatives = self.user_examples
+        reliable = np.zeros(len(unlabeled), dtype=bool)
+        site_of_text = dict(zip(unlabeled, sites))
+        rows = [i for i, text in enumerate(unlabeled) if text not in set(positives)]  # the seeds are crawled too
+        if len(rows) < folds or len(positives) < folds:
+            return reliable
+        texts = positives + [unlabeled[i] for i in rows] + list(negatives)
+        groups = [site_of_text.get(text, f"example {i}") for i, text in enumerate(positives)] + [sites[i] for i in rows]
+        fold = np.concatenate([_folds_of(groups, folds, seed), np.full(len(negatives), -1)])  # negatives: always learnt
+        X = make_pipeline(TermCounts(Analyzer(self.language, self.stem)), PantTfidf()).fit_transform(texts)
+        is_positive = np.arange(len(texts)) < len(positives)
+        margins, spies = np.full(len(texts), np.nan), []
+        for k in range(folds):
+            held = np.flatnonzero(fold == k)
+            if not is_positive[held].any():  # no spies: the fold's pages stay unlabeled
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)  # liblinear's iteration cap: the margins still rank
+                svm = LinearSVC(C=1.0).fit(X[fold != k], is_positive[fold != k])
+            margins[held] = svm.decision_function(X[held])  # held out only: an SVM fits its own training pages
+            spies.extend(margins[held[is_positive[held]]])
+        with np.errstate(invalid="ignore"):
+            below = margins[len(positives):len(positives) + len(rows)] < np.quantile(spies, spy_quantile)
+        reliable[np.array(rows)[below]] = True
+        return reliable
+
     def feature_space(self) -> set[str]:
         """The terms the learner sees (after feature selection, when there is one)."""
         names = self.model_.named_steps["counts"].get_feature_names_out()
@@ -454,6 +494,19 @@ class Critic:
     @staticmethod
     def load(path: Path) -> Critic:
         return load_model(path, (Critic,), "a critic")
+
+
+def _folds_of(groups: list[str], folds: int, seed: int) -> np.ndarray:
+    """A fold for each item, a group's items in one fold: groups in a seeded shuffle, the largest
+    first, each to the fold that holds fewest items so far."""
+    sizes = Counter(groups)
+    names = list(sizes)
+    np.random.default_rng(seed).shuffle(names)
+    load, fold_of = np.zeros(folds), {}
+    for name in sorted(names, key=lambda n: -sizes[n]):
+        fold_of[name] = int(np.argmin(load))
+        load[fold_of[name]] += sizes[name]
+    return np.array([fold_of[group] for group in groups])
 
 
 def save_model(model, path: Path) -> None:

@@ -157,6 +157,9 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, parts=_oracle_critic),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
     CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
+    # our own: the critic learns from the crawl what the topic is not (reliable negatives, spy technique)
+    CrawlerSpec("svm-negatives", {"strategy": "best-first", "classifier": "svm-linear",
+                                  "adaptation": {"negatives_after": 0.1}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
     CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import sqlite3
 import time
@@ -100,7 +101,57 @@ def meta_of(directory: Path) -> dict[str, str]:
         return Queries(db).meta()
 
 
-class Queries:
+class LinkAnalysisQueries:
+    """Link analysis's queries (graph.py): the topics, their base sets, the scores. Part of
+    ``Queries``; a class of its own only so that each stays short."""
+
+    db: sqlite3.Connection
+
+    def crawl_topics(self) -> list[str]:
+        """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
+        topics = [t for (t,) in self.db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
+        return topics or [""]
+
+    def base_set(self, topic: str, threshold: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[str, str, float | None]]]:
+        """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
+        at least ``threshold`` (into the topic or one of its subtopics; the root set), their
+        successors and their known predecessors. Returns (base set's URL ids, root set's, edges as
+        (source, target) id pairs, id -> (url, host, relevance))."""
+        where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
+        arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
+        for table in ("root_set", "base_set"):
+            self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            self.db.execute(f"DELETE FROM {table}")
+        self.db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
+        self.db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
+                   " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
+                   " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
+                   " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
+        url_ids = np.array([i for (i,) in self.db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
+        root = np.array([i for (i,) in self.db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
+        pairs = np.array(self.db.execute(
+            "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
+            " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
+            dtype=np.int64).reshape(-1, 2)
+        info = {i: (url, host, relevance) for i, url, host, relevance in self.db.execute(
+            "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
+            " LEFT JOIN documents d ON d.url_id = u.id")}
+        return url_ids, root, pairs, info
+
+    def save_link_scores(self, topic: str, url_ids: list[int], columns: dict[str, list[float]]) -> None:
+        """Replace the topic's stored scores; ``columns``: hub, authority, pagerank and
+        confidence_pagerank, each per URL id (call inside a transaction)."""
+        self.db.execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
+        now = time.time()
+        self.db.executemany(
+            "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            zip([topic] * len(url_ids), url_ids, columns["hub"], columns["authority"], columns["pagerank"],
+                columns["confidence_pagerank"], [now] * len(url_ids)))
+
+
+class Queries(LinkAnalysisQueries):
     """The SQLite backend's queries on one crawl database. A crawl's parts reach them as
     ``store.queries``; tools open a database and wrap it (``Queries(read_only(directory))``)."""
 
@@ -164,6 +215,14 @@ class Queries:
 
     def judged_texts(self) -> list[tuple[int, str]]:
         return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+
+    def judged_pages(self, count: int, seed: int) -> list[tuple[str, str]]:
+        """(url, text) of ``count`` judged pages with text, a seeded sample when there are more."""
+        rows = self.db.execute("SELECT d.url_id, u.url FROM documents d JOIN urls u ON u.id = d.url_id"
+                               " WHERE d.relevance IS NOT NULL AND d.text != '' ORDER BY d.url_id").fetchall()
+        chosen = sorted(random.Random(seed).sample(rows, min(count, len(rows))))
+        texts = dict(rows_in(self.db, "SELECT url_id, text FROM documents WHERE url_id IN ({})", [i for i, _ in chosen]))
+        return [(url, texts[url_id]) for url_id, url in chosen]
 
     def judgements_of(self, url_ids: list[int]) -> dict[int, tuple[float | None, str | None]]:
         """(the critic's score, topic) of stored pages."""
@@ -293,51 +352,6 @@ class Queries:
 
     def add_apprentice_terms(self, rows: list[tuple[str, int]]) -> None:
         self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", rows)
-
-    # -- link analysis ------------------------------------------------------------------------------
-
-    def crawl_topics(self) -> list[str]:
-        """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
-        topics = [t for (t,) in self.db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
-        return topics or [""]
-
-    def base_set(self, topic: str, threshold: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[str, str, float | None]]]:
-        """The base set of ``topic`` (a taxonomy path, or "" for a crawl's one topic): pages judged
-        at least ``threshold`` (into the topic or one of its subtopics; the root set), their
-        successors and their known predecessors. Returns (base set's URL ids, root set's, edges as
-        (source, target) id pairs, id -> (url, host, relevance))."""
-        where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
-        arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
-        for table in ("root_set", "base_set"):
-            self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
-            self.db.execute(f"DELETE FROM {table}")
-        self.db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
-        self.db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
-                   " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
-                   " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
-                   " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
-        url_ids = np.array([i for (i,) in self.db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
-        root = np.array([i for (i,) in self.db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
-        pairs = np.array(self.db.execute(
-            "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
-            " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
-            dtype=np.int64).reshape(-1, 2)
-        info = {i: (url, host, relevance) for i, url, host, relevance in self.db.execute(
-            "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
-            " LEFT JOIN documents d ON d.url_id = u.id")}
-        return url_ids, root, pairs, info
-
-    def save_link_scores(self, topic: str, url_ids: list[int], columns: dict[str, list[float]]) -> None:
-        """Replace the topic's stored scores; ``columns``: hub, authority, pagerank and
-        confidence_pagerank, each per URL id (call inside a transaction)."""
-        self.db.execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
-        now = time.time()
-        self.db.executemany(
-            "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            zip([topic] * len(url_ids), url_ids, columns["hub"], columns["authority"], columns["pagerank"],
-                columns["confidence_pagerank"], [now] * len(url_ids)))
 
     # -- adaptation's log ---------------------------------------------------------------------------
 
