@@ -45,7 +45,7 @@ def unshared(config: CrawlConfig) -> list[str]:
     if config.strategy == "apprentice":
         problems.append("strategy: apprentice")
     if Adaptation.enabled_by(config):
-        problems.append("adaptation (retrain, link_analysis, learning_phase, pseudo_after)")
+        problems.append("adaptation (retrain, link_analysis, learning_phase, pseudo_after, negatives_after)")
     if config.focus.max_queued is not None:
         problems.append("focus.max_queued")
     if config.store.near_duplicates:
