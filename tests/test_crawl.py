@@ -11,6 +11,8 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.crawler import Crawler
+from focuscrawl.judging import Judge, JudgePool
+from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 
@@ -288,6 +290,35 @@ def test_one_process_at_a_time_per_crawl_directory(serve, make_config, tmp_path)
         Crawler.open(tmp_path / "c")
     asyncio.run(first.run())
     asyncio.run(Crawler.open(tmp_path / "c").run())
+
+
+def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting_new_ones(make_config):
+    """A new critic is handed to the workers through a file they read once (new workers would
+    stall the crawl for their imports); the next page is judged by it."""
+    site = build_site(pages=40, hosts=1, seed=3)
+    positives, negatives = site.examples("networking", 8)
+    critic = Critic("svm-linear").fit(positives, negatives)
+    inverted = Critic("svm-linear").fit(negatives, positives)
+    page = site.render(next(i for i, p in enumerate(site.pages) if p.topic == "networking")).encode()
+    config = make_config(seeds=["http://x/"])
+    pool = JudgePool(2)
+
+    async def judge_twice():
+        pool.use(Judge(config, critic, apprentice=False))
+        first = await pool.judge(page, "http://x/a.html", "utf-8", "")
+        workers = set(pool._pool._processes)
+        pool.use(Judge(config, inverted, apprentice=False))
+        second = await pool.judge(page, "http://x/a.html", "utf-8", "")
+        return first, second, workers, set(pool._pool._processes)
+
+    try:
+        first, second, workers_before, workers_after = asyncio.run(judge_twice())
+        folder = pool._judges
+    finally:
+        pool.close()
+    assert first.judgement.relevance > 0.5 > second.judgement.relevance
+    assert workers_after == workers_before
+    assert not folder.exists()  # the handed-over critics go with the pool
 
 
 def test_pages_judged_in_worker_processes_are_the_pages_judged_here(serve, make_config, tmp_path):

@@ -11,11 +11,14 @@ import logging
 import multiprocessing
 import os
 import pickle
+import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -94,11 +97,12 @@ class Judge:
 
 
 _worker_judge: Judge | None = None
+_worker_version = 0
 
 
-def _start_worker(judge: bytes, parent: int) -> None:
-    global _worker_judge
-    _worker_judge = pickle.loads(judge)
+def _start_worker(judge: bytes, version: int, parent: int) -> None:
+    global _worker_judge, _worker_version
+    _worker_judge, _worker_version = pickle.loads(judge), version
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -109,26 +113,32 @@ def _exit_with(parent: int) -> None:
     os._exit(0)
 
 
-def _judge_in_worker(body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: str | None,
+                     robots_header: str) -> Judged:
+    """Judge with the pool's current judge: a worker that has an older one reads the new one
+    first, from the file the pool wrote for that version in the folder ``judges``."""
+    global _worker_judge, _worker_version
+    if version != _worker_version:
+        _worker_judge, _worker_version = pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version
     return _worker_judge(body, url, charset, robots_header)
 
 
 class JudgePool:
     """``Judge`` in ``processes - 1`` worker processes beside the crawl's own (which fetches and
-    stores); 1: everything in the crawl's process. A new critic starts a new pool (retraining is
-    rare). A critic that cannot be pickled (evaluation's oracles judge by a closure over the
-    truth) is judged in this process."""
+    stores); 1: everything in the crawl's process. A new critic (a retraining) goes to the
+    running workers through a file each reads once: starting new workers would stall the crawl
+    for the seconds their imports take. A critic that cannot be pickled (evaluation's oracles
+    judge by a closure over the truth) is judged in this process."""
 
     def __init__(self, processes: int):
         self.workers = processes - 1
         self._pool: ProcessPoolExecutor | None = None
         self._judge: Judge | None = None
+        self._version = 0
+        self._judges: Path | None = None  # a folder of the judges handed over, one file per version
 
     def use(self, judge: Judge) -> None:
-        """Judge with ``judge`` from now on (pages already sent finish in the old workers)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        """Judge with ``judge`` from now on (pages already sent finish with the judge they had)."""
         self._judge = judge
         if self.workers < 1:
             return
@@ -136,23 +146,39 @@ class JudgePool:
             state = pickle.dumps(judge)
         except (pickle.PicklingError, AttributeError, TypeError):
             log.info("judging in the crawl's own process: the critic cannot be sent to worker processes")
+            self._stop(wait=False)
             return
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_start_worker, initargs=(state, os.getpid()))
+        self._version += 1
+        if self._pool is None:
+            self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start_worker, initargs=(state, self._version, os.getpid()))
+            return
+        written = self._judges / f"{self._version}.pickle.tmp"
+        written.write_bytes(state)
+        written.rename(written.with_suffix(""))  # whole before any worker reads it
 
     async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
         if self._pool is None:
             return self._judge(body, url, charset, robots_header)
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                self._pool, _judge_in_worker, body, url, charset, robots_header)
+                self._pool, _judge_in_worker, self._version, str(self._judges), body, url, charset, robots_header)
         except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
             log.warning("a judging worker died; starting new ones")
+            self._stop(wait=False)
             self.use(self._judge)
             return self._judge(body, url, charset, robots_header)
 
     def close(self) -> None:
         """At the end of a run: the workers exit and are reaped (their CPU time counts)."""
+        self._stop(wait=True)
+        if self._judges is not None:
+            shutil.rmtree(self._judges, ignore_errors=True)
+            self._judges = None
+
+    def _stop(self, wait: bool) -> None:
+        """Without ``wait``, pages already sent finish in the old workers."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=wait)
             self._pool = None

@@ -160,6 +160,8 @@ REGISTRY = {spec.name: spec for spec in [
     # our own: the critic learns from the crawl what the topic is not (reliable negatives, spy technique)
     CrawlerSpec("svm-negatives", {"strategy": "best-first", "classifier": "svm-linear",
                                   "adaptation": {"negatives_after": 0.1}}),
+    # the online apprentice learning from that critic's labels
+    CrawlerSpec("apprentice-negatives", {**ONLINE, "adaptation": {"negatives_after": 0.1}}, same_critic="svm-negatives"),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
     CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),
