@@ -388,3 +388,18 @@ def test_reliable_negatives_are_the_pages_that_share_only_a_sites_template_with_
     assert retrained.user_examples == (positives, negatives)
     assert critic.predict_proba(template_pages).mean() > 0.9 > 0.6 > retrained.predict_proba(template_pages).mean()
     assert roc_auc_score(truth, retrained.predict_proba(crawled[:-20])) > before + 0.05
+
+
+def test_reliable_negatives_whether_the_positives_were_never_crawled_or_all_come_from_one_site():
+    """Positives given as files are sites of their own, dealt so that every fold has spies;
+    positives all from one site are held out one by one (no fold is left without any)."""
+    positives, negatives, template_pages, on_topic_pages, other_pages = _site_with_a_template()
+    critic = Critic("svm-linear").fit(positives, negatives)
+    crawled = template_pages + on_topic_pages + other_pages
+    sites = (["docs.example"] * len(template_pages) + [f"on{i % 8}.test" for i in range(len(on_topic_pages))]
+             + [f"off{i % 4}.test" for i in range(len(other_pages))])
+    for pages, of in ((crawled, sites), (crawled + positives, sites + ["docs.example"] * len(positives))):
+        reliable = critic.reliable_negatives(pages, of)
+        assert reliable[:len(template_pages)].any()
+        assert not reliable[len(template_pages):len(template_pages) + len(on_topic_pages)].any()
+        assert not reliable[len(crawled):].any()

@@ -237,6 +237,15 @@ class AdaptationSettings(_Section):
                                 " held-out positives (spies)")
 
 
+    @model_validator(mode="after")
+    def _one_retraining(self) -> AdaptationSettings:
+        """Each retraining starts from the user's examples: two kinds would undo each other."""
+        if self.negatives_after is not None and (self.retrain or self.pseudo_after is not None):
+            raise ValueError("negatives_after: not with retrain or pseudo_after (each retraining starts"
+                             " from your examples and would undo the other's)")
+        return self
+
+
 class StoreSettings(_Section):
     warc: bool = True
     warc_max_bytes: int = Field(1_000_000_000, gt=0, description="start a new WARC file past this size")

@@ -207,9 +207,9 @@ class Adaptation:
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
         self.basis: list[str] = json.loads(store.get_meta("training_basis", "[]"))  # archetypes kept as examples
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
-        self.negatives_next = int(store.get_meta("negatives_next", "0")) or (
-            share_of_budget(self.settings.negatives_after, config.budget.max_pages)
-            if self.settings.negatives_after is not None else None)
+        self.negatives_next = None if self.settings.negatives_after is None else (
+            int(store.get_meta("negatives_next", "0")) or share_of_budget(self.settings.negatives_after,
+                                                                          config.budget.max_pages))
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
         self.measuring = int(measuring) if measuring else None
 
@@ -401,26 +401,29 @@ class Adaptation:
         pages = self.frontier.done
         self.negatives_next = 2 * pages
         self._refit_once("reliable negatives", lambda critic: negatives_critic(
-            critic, self.store.queries, self.settings.spy_quantile, seed=pages), rejudge=True,
+            critic, self.store.queries, self.control.seeds, self.settings.spy_quantile, seed=pages), rejudge=True,
             negatives_next=self.negatives_next)
 
     def _refit_once(self, kind: str, retrain, rejudge: bool, **meta) -> None:
         """A retraining from the crawl's own pages at a set point: ``retrain(critic)`` gives the new
-        critic and what it learnt from; ``rejudge``: the stored pages and queued links judged again."""
+        critic and what it learnt from (the same critic: nothing learnt); ``rejudge``: the stored
+        pages and queued links judged again by a new critic."""
         clock = time.perf_counter()
         detail: dict = {"harvest_before": self.window_harvest()}
         try:
             critic, learnt = retrain(self.control.critic)
             detail.update(learnt)
-            self.control.set_critic(critic)
-            if rejudge:
-                detail["rejudged"] = self.control.reclassify()
-                self.positives = self._count_positives()
+            if critic is not self.control.critic:
+                self.control.set_critic(critic)
+                if rejudge:
+                    detail["rejudged"] = self.control.reclassify()
+                    self.positives = self._count_positives()
         except (ModelError, ValueError) as err:
             detail["error"] = str(err)
-        self.last_trigger = self.frontier.done
+        self.last_trigger, self.last_positives = self.frontier.done, self.positives  # counts of this critic's
         with self.store.transaction():
-            self.store.set_meta(adaptation_last_pages=self.last_trigger, **meta)
+            self.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
+                                **meta)
             detail["seconds"] = round(time.perf_counter() - clock, 3)
             self._log(kind, detail)
         self.stage_seconds["adaptation"] += time.perf_counter() - clock
@@ -488,14 +491,16 @@ def pseudo_critic(critic, queries, positives: int, negatives: int) -> tuple[Crit
     return critic.refit({"": pseudo}, worst), {"pseudo_positives": len(best), "pseudo_negatives": len(worst)}
 
 
-def negatives_critic(critic, queries, spy_quantile: float, seed: int) -> tuple[Critic, dict]:
+def negatives_critic(critic, queries, seeds: list[str], spy_quantile: float, seed: int) -> tuple[Critic, dict]:
     """A critic retrained from the user's examples and the reliable negatives among the crawl's
-    pages (``Critic.reliable_negatives``); from the originals every time, so negatives found
-    earlier are found again or dropped."""
+    pages (``Critic.reliable_negatives``; the seeds' pages always among them, so that a seed is
+    held out with its site), from the originals every time: negatives found earlier are found
+    again or dropped. None found: the critic as it is."""
     if not isinstance(critic, Critic):
         raise ValueError("reliable negatives need a single topic's critic")
-    rows = queries.judged_pages(MAX_UNLABELED, seed)
+    rows = queries.judged_pages(MAX_UNLABELED, seed, always=seeds)
     texts = [text for _, text in rows]
     reliable = critic.reliable_negatives(texts, [host_of(url) for url, _ in rows], spy_quantile)
     negatives = [text for text, surely_not in zip(texts, reliable) if surely_not]
-    return critic.refit({}, negatives), {"unlabeled": len(texts), "reliable_negatives": len(negatives)}
+    learnt = {"unlabeled": len(texts), "reliable_negatives": len(negatives)}
+    return (critic.refit({}, negatives) if negatives else critic), learnt

@@ -148,15 +148,16 @@ class JudgePool:
             log.info("judging in the crawl's own process: the critic cannot be sent to worker processes")
             self._stop(wait=False)
             return
-        self._version += 1
         if self._pool is None:
-            self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
+            self._version += 1
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_start_worker, initargs=(state, self._version, os.getpid()))
             return
-        written = self._judges / f"{self._version}.pickle.tmp"
+        self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
+        written = self._judges / f"{self._version + 1}.pickle.tmp"
         written.write_bytes(state)
         written.rename(written.with_suffix(""))  # whole before any worker reads it
+        self._version += 1
 
     async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
         if self._pool is None:

@@ -380,36 +380,44 @@ class Critic:
                            folds: int = 5, seed: int = 0) -> np.ndarray:
         """Which of the crawl's pages (``unlabeled``, from ``sites``) are surely off the topic: the
         spy technique of Liu, Lee, Yu & Li (ICML 2002, S-EM's first step), cross-fitted by site.
-        Each fold holds out whole sites, with the user's positives crawled from them (a positive
-        not crawled is a site of its own), and a linear SVM on Pant's TF-IDF learns the other
-        positives against the other crawled pages and the user's negatives. The held-out
-        positives ("spies") behave as the on-topic pages among the crawled ones do; a held-out
-        page whose margin is below the ``spy_quantile`` of the spies' is a reliable negative.
-        Why sites: a seed's site shares its template with its off-topic pages, and a critic
-        learns the template as the topic; a site's pages held out with its seeds are judged by
-        their own words, with nothing learnt of the site's template, whether the site is off the
-        topic (its pages fall below the spies) or wholly on it (they score as its seeds do)."""
+        Each fold holds out whole sites, with those of the user's positives that were crawled
+        there (found by their text; a positive given as a file is a site of its own), and a linear
+        SVM on Pant's TF-IDF learns the other positives against the other crawled pages and the
+        user's negatives. The held-out positives ("spies") behave as the on-topic pages among the
+        crawled ones do; a held-out page whose margin is below the ``spy_quantile`` of the spies'
+        is a reliable negative. Why sites: a seed's site shares its template with its off-topic
+        pages, and a critic learns the template as the topic; a site's pages held out with its
+        seeds are judged by their own words, with nothing learnt of the site's template, whether
+        the site is off the topic (its pages fall below the spies) or wholly on it (they score as
+        its seeds do). With the positives all on one site, they are held out one by one instead."""
         positives, negatives = self.user_examples
         reliable = np.zeros(len(unlabeled), dtype=bool)
+        given = set(positives)
         site_of_text = dict(zip(unlabeled, sites))
-        rows = [i for i, text in enumerate(unlabeled) if text not in set(positives)]  # the seeds are crawled too
-        if len(rows) < folds or len(positives) < folds:
+        rows = [i for i, text in enumerate(unlabeled) if text not in given]  # the seeds are crawled too
+        if len(rows) < 2 or len(positives) < 2:
             return reliable
         texts = positives + [unlabeled[i] for i in rows] + list(negatives)
-        groups = [site_of_text.get(text, f"example {i}") for i, text in enumerate(positives)] + [sites[i] for i in rows]
-        fold = np.concatenate([_folds_of(groups, folds, seed), np.full(len(negatives), -1)])  # negatives: always learnt
+        groups = [site_of_text.get(text, f"example {i}") for i, text in enumerate(positives)]
+        if len(set(groups)) < 2:  # one site: no fold could learn the topic without it
+            groups = [f"example {i}" for i in range(len(positives))]
+        folds = min(folds, len(set(groups)))
+        fold = np.concatenate([_folds_of(groups, [sites[i] for i in rows], folds, seed),
+                               np.full(len(negatives), -1)])  # the user's negatives are always learnt
         X = make_pipeline(TermCounts(Analyzer(self.language, self.stem)), PantTfidf()).fit_transform(texts)
         is_positive = np.arange(len(texts)) < len(positives)
         margins, spies = np.full(len(texts), np.nan), []
         for k in range(folds):
             held = np.flatnonzero(fold == k)
-            if not is_positive[held].any():  # no spies: the fold's pages stay unlabeled
+            if not is_positive[fold != k].any():  # nothing to learn the topic from
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # liblinear's iteration cap: the margins still rank
                 svm = LinearSVC(C=1.0).fit(X[fold != k], is_positive[fold != k])
             margins[held] = svm.decision_function(X[held])  # held out only: an SVM fits its own training pages
             spies.extend(margins[held[is_positive[held]]])
+        if not spies:
+            return reliable
         with np.errstate(invalid="ignore"):
             below = margins[len(positives):len(positives) + len(rows)] < np.quantile(spies, spy_quantile)
         reliable[np.array(rows)[below]] = True
@@ -496,17 +504,19 @@ class Critic:
         return load_model(path, (Critic,), "a critic")
 
 
-def _folds_of(groups: list[str], folds: int, seed: int) -> np.ndarray:
-    """A fold for each item, a group's items in one fold: groups in a seeded shuffle, the largest
-    first, each to the fold that holds fewest items so far."""
-    sizes = Counter(groups)
+def _folds_of(positive_groups: list[str], page_groups: list[str], folds: int, seed: int) -> np.ndarray:
+    """A fold for each positive and each page, a group's items in one fold: in a seeded shuffle,
+    the groups that hold positives are dealt first to the fold with fewest positives (so every
+    fold has spies), then the other groups, largest first, to the fold with fewest items."""
+    positives, sizes = Counter(positive_groups), Counter(positive_groups + page_groups)
     names = list(sizes)
     np.random.default_rng(seed).shuffle(names)
-    load, fold_of = np.zeros(folds), {}
-    for name in sorted(names, key=lambda n: -sizes[n]):
-        fold_of[name] = int(np.argmin(load))
+    spies, load, fold_of = np.zeros(folds), np.zeros(folds), {}
+    for name in sorted(names, key=lambda n: (-positives[n], -sizes[n])):
+        fold_of[name] = int(np.lexsort((load, spies))[0]) if positives[name] else int(np.argmin(load))
+        spies[fold_of[name]] += positives[name]
         load[fold_of[name]] += sizes[name]
-    return np.array([fold_of[group] for group in groups])
+    return np.array([fold_of[group] for group in positive_groups + page_groups])
 
 
 def save_model(model, path: Path) -> None:

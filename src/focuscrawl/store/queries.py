@@ -216,11 +216,13 @@ class Queries(LinkAnalysisQueries):
     def judged_texts(self) -> list[tuple[int, str]]:
         return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
 
-    def judged_pages(self, count: int, seed: int) -> list[tuple[str, str]]:
-        """(url, text) of ``count`` judged pages with text, a seeded sample when there are more."""
+    def judged_pages(self, count: int, seed: int, always: list[str] = ()) -> list[tuple[str, str]]:
+        """(url, text) of ``count`` judged pages with text, a seeded sample when there are more, and
+        of those among ``always`` (URLs) too."""
         rows = self.db.execute("SELECT d.url_id, u.url FROM documents d JOIN urls u ON u.id = d.url_id"
                                " WHERE d.relevance IS NOT NULL AND d.text != '' ORDER BY d.url_id").fetchall()
-        chosen = sorted(random.Random(seed).sample(rows, min(count, len(rows))))
+        wanted = set(always)
+        chosen = sorted(set(random.Random(seed).sample(rows, min(count, len(rows)))) | {r for r in rows if r[1] in wanted})
         texts = dict(rows_in(self.db, "SELECT url_id, text FROM documents WHERE url_id IN ({})", [i for i, _ in chosen]))
         return [(url, texts[url_id]) for url_id, url in chosen]
 
