@@ -396,8 +396,7 @@ class Adaptation:
             pseudo_examples_at=self.frontier.done)
 
     def learn_negatives(self) -> None:
-        """The critic retrained with the reliable negatives among the crawl's pages, and the stored
-        pages and queued links judged again; next when the crawl has doubled."""
+        """The critic retrained with reliable negatives from the crawl; next at twice the pages."""
         pages = self.frontier.done
         self.negatives_next = 2 * pages
         self._refit_once("reliable negatives", lambda critic: negatives_critic(
