@@ -236,7 +236,6 @@ class AdaptationSettings(_Section):
     spy_quantile: float = Field(0.05, gt=0, lt=1, description="a reliable negative scores below this quantile of the"
                                 " held-out positives (spies)")
 
-
     @model_validator(mode="after")
     def _one_retraining(self) -> AdaptationSettings:
         """Each retraining starts from the user's examples: two kinds would undo each other."""

@@ -406,21 +406,15 @@ class Critic:
                                np.full(len(negatives), -1)])  # the user's negatives are always learnt
         X = make_pipeline(TermCounts(Analyzer(self.language, self.stem)), PantTfidf()).fit_transform(texts)
         is_positive = np.arange(len(texts)) < len(positives)
-        margins, spies = np.full(len(texts), np.nan), []
-        for k in range(folds):
+        margins = np.zeros(len(texts))
+        for k in range(folds):  # every fold holds positives (_folds_of), so every training part has some too
             held = np.flatnonzero(fold == k)
-            if not is_positive[fold != k].any():  # nothing to learn the topic from
-                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # liblinear's iteration cap: the margins still rank
                 svm = LinearSVC(C=1.0).fit(X[fold != k], is_positive[fold != k])
             margins[held] = svm.decision_function(X[held])  # held out only: an SVM fits its own training pages
-            spies.extend(margins[held[is_positive[held]]])
-        if not spies:
-            return reliable
-        with np.errstate(invalid="ignore"):
-            below = margins[len(positives):len(positives) + len(rows)] < np.quantile(spies, spy_quantile)
-        reliable[np.array(rows)[below]] = True
+        threshold = np.quantile(margins[is_positive], spy_quantile)  # the held-out positives are the spies
+        reliable[np.array(rows)[margins[len(positives):len(positives) + len(rows)] < threshold]] = True
         return reliable
 
     def feature_space(self) -> set[str]:
