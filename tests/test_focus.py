@@ -244,17 +244,47 @@ def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_g
     crawler = Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}), directory)
     asyncio.run(crawler.run())
     steps = adaptations(directory)
-    assert [(pages, kind) for pages, kind, _ in steps] == [(12, "reliable negatives"), (24, "reliable negatives"),
-                                                           (48, "reliable negatives")]
+    pages_at = [pages for pages, _, _ in steps]  # a step is taken beside the crawl: the next waits for it
+    assert {kind for _, kind, _ in steps} == {"reliable negatives"} and len(steps) >= 2 and pages_at[0] == 12
+    assert all(later >= 2 * earlier for earlier, later in zip(pages_at, pages_at[1:]))
     assert all(0 < step["reliable_negatives"] < step["unlabeled"] <= pages for pages, _, step in steps)
-    assert steps[-1][2]["rejudged"] >= 40
+    assert steps[-1][2]["rejudging"] >= 0.8 * pages_at[-1]
     saved = crawl_critic(directory)
-    pages = [text for (text,) in sqlite3.connect(directory / "crawl.db").execute("SELECT text FROM documents")]
+    judged = sqlite3.connect(directory / "crawl.db").execute(
+        "SELECT text, relevance FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+    np.testing.assert_allclose([r for _, r in judged], saved.predict_proba([t for t, _ in judged]))  # all by the last
+    pages = [text for text, _ in judged]
     original = type(saved)(saved.classifier).fit(*saved.user_examples)
     assert not np.allclose(saved.predict_proba(pages), original.predict_proba(pages))  # the last step's negatives
     resumed = Crawler.open(directory, max_pages=100)
     asyncio.run(resumed.run())
-    assert [pages for pages, _, _ in adaptations(directory)][3:] == [96]  # the schedule goes on where it stopped
+    resumed_at = [pages for pages, _, _ in adaptations(directory)][len(steps):]
+    assert resumed_at and resumed_at[0] >= 2 * pages_at[-1]  # the schedule goes on where it stopped
+
+
+def test_a_crawl_stopped_while_judging_its_pages_again_goes_on_from_that_page_at_resume(synthetic, tmp_path):
+    _, config = synthetic
+    directory = tmp_path / "rejudging"
+    settings = {"budget": {"max_pages": 30}, "adaptation": {"negatives_after": 1000}}  # a step comes later
+    asyncio.run(Crawler.create(config(**settings), directory).run())
+    crawler = Crawler.open(directory)
+    before = crawler.store.db.execute(
+        "SELECT url_id, text, relevance FROM documents WHERE relevance IS NOT NULL AND text != '' ORDER BY url_id").fetchall()
+    crawler.set_critic(crawler.critic.refit({}, [text for _, text, _ in before[:5]]))
+    middle = before[len(before) // 2][0]
+    with crawler.store.transaction():  # what a crawl killed halfway through judging its pages again leaves
+        crawler.store.set_meta(rejudging=json.dumps({"after": middle, "through": before[-1][0]}))
+    crawler.pages.close()
+    crawler.store.close()
+    asyncio.run(Crawler.open(directory).run())  # the budget is spent: nothing is fetched
+    db = sqlite3.connect(directory / "crawl.db")
+    after = dict(db.execute("SELECT url_id, relevance FROM documents"))
+    retrained = crawl_critic(directory).predict_proba([text for _, text, _ in before])
+    assert [after[url_id] for url_id, _, _ in before if url_id <= middle] == [r for i, _, r in before if i <= middle]
+    np.testing.assert_allclose([after[i] for i, _, _ in before if i > middle],
+                               [p for (i, _, _), p in zip(before, retrained) if i > middle])
+    assert not np.allclose([r for i, _, r in before if i > middle], [p for (i, _, _), p in zip(before, retrained) if i > middle])
+    assert db.execute("SELECT value FROM meta WHERE key = 'rejudging'").fetchone() == ("",)
 
 
 def test_reliable_negatives_are_not_mixed_with_another_retraining(synthetic):

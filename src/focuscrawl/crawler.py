@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from focuscrawl.apprentice_loop import ApprenticeLoop
+from focuscrawl.beside import StepsBeside
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
-from focuscrawl.focus import Adaptation, Focus, reclassify
+from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered, Frontier, Item
 from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
@@ -199,6 +200,7 @@ class Crawler:
         self._changed: asyncio.Event | None = None
         self.adaptation = self.pages.adaptation = (
             Adaptation(config, self.store, self.frontier, self, self.stage_seconds) if Adaptation.enabled_by(config) else None)
+        self.steps = StepsBeside(self)
 
     # the parts of the per-page path that change during a crawl
     @property
@@ -284,6 +286,8 @@ class Crawler:
                     for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
                         if isinstance(outcome, Exception):
                             log.error("a crawl worker failed", exc_info=outcome)
+                    if not (self.stop_reason and self.stop_reason.startswith(INTERRUPTIONS)):
+                        await self.steps.finish()
             state = "stopped" if self.stop_reason and self.stop_reason.startswith(INTERRUPTIONS) else "finished"
         finally:
             for signum in signals:
@@ -294,6 +298,7 @@ class Crawler:
                 deadline.cancel()
             for task in filter(None, (ticker, committer)):
                 task.cancel()
+            self.steps.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
                 self.store.follow_anchors(0.0)  # the last second's anchors
                 self.store.log_harvest(self.progress.entry(self.frontier))
@@ -309,11 +314,12 @@ class Crawler:
         return state
 
     def stop(self, reason: str = "stopped") -> None:
-        """Stop now: fetches in flight are abandoned and stay queued for resume."""
+        """Stop now: fetches in flight and learning steps are abandoned, to be taken again at resume."""
         if self.stop_reason is None:
             self.stop_reason = reason
         for worker in self._workers:
             worker.cancel()
+        self.steps.cancel()
 
     def pause(self, paused: bool) -> None:
         """Pause (SIGUSR1: fetches in flight end, the process and its state stay) or go on (SIGUSR2)."""
@@ -404,12 +410,6 @@ class Crawler:
         self.pages.focus = Focus.for_phase(self.config, name, self.seeds)
         if self.parts.strategy is not None:
             self.pages.focus.strategy = self.parts.strategy
-
-    def reclassify(self) -> int:
-        """Every stored page judged again by the current critic (a retrained one)."""
-        judged = reclassify(self.store, self.frontier, self.critic, self.focus, from_parents=self.apprentice is None)
-        self.progress.recount(self.store)
-        return judged
 
     def set_critic(self, critic: Critic | TaxonomyModel) -> None:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""

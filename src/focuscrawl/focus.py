@@ -30,6 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from focuscrawl import graph
+from focuscrawl.beside import StepsBeside
 from focuscrawl.config import CrawlConfig
 from focuscrawl.corrections import Corrections
 from focuscrawl.fetch.urls import host_of
@@ -181,13 +182,13 @@ class CrawlControl(Protocol):
     critic: Critic | TaxonomyModel | None
     phase: str
     seeds: list[str]
+    steps: StepsBeside  # learning steps beside the crawl; its stored pages judged again
 
     @property
     def focus(self) -> Focus: ...  # the current phase's
 
     def set_critic(self, critic) -> None: ...  # a retrained critic takes over (saved first)
     def set_phase(self, name: str) -> None: ...
-    def reclassify(self) -> int: ...  # every stored page judged again by the current critic
 
 
 class Adaptation:
@@ -210,6 +211,7 @@ class Adaptation:
         self.negatives_next = None if self.settings.negatives_after is None else (
             int(store.get_meta("negatives_next", "0")) or share_of_budget(self.settings.negatives_after,
                                                                           config.budget.max_pages))
+        self.busy = False  # a step is being taken beside the crawl
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
         self.measuring = int(measuring) if measuring else None
 
@@ -233,6 +235,8 @@ class Adaptation:
         max_pages = self.config.budget.max_pages
         if self.control.phase == "learning" and pages >= share_of_budget(s.learning_pages, max_pages):
             self.start_harvesting("learning budget spent")
+            return
+        if self.busy:  # a step under way: the next trigger waits for it
             return
         if s.pseudo_after is not None and not self.pseudo_done and pages >= share_of_budget(s.pseudo_after, max_pages):
             self.pseudo_examples()
@@ -273,13 +277,15 @@ class Adaptation:
             requeued = self.frontier.requeue(self.control.focus.priorities(
                 self.store.queries.skipped_with_parents(OUT_OF_PHASE)))
             self.store.set_meta(phase="harvesting", reorganise_pending=HARVEST_START)
-            self._log("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
+            self.log_step("phase", {"phase": "harvesting", "reason": reason, "requeued": requeued})
         self.frontier.resync()
         log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
         self.reorganise(HARVEST_START, learning_phase=True)
 
     def resume(self) -> None:
-        """A crawl stopped between a phase switch and its reorganisation does the latter now."""
+        """A crawl stopped between a phase switch and its reorganisation does the latter now; one
+        stopped while judging its pages again goes on with that."""
+        self.control.steps.resume()
         pending = self.store.get_meta("reorganise_pending")
         if pending:
             self.reorganise(pending, learning_phase=pending == HARVEST_START)
@@ -302,7 +308,7 @@ class Adaptation:
                                    archetypes=json.dumps(self.archetypes), training_basis=json.dumps(self.basis),
                                    reorganise_pending="")
             detail["seconds"] = round(time.perf_counter() - clock, 3)
-            self._log("retraining" if "archetypes" in detail else "link analysis", detail)
+            self.log_step("retraining" if "archetypes" in detail else "link analysis", detail)
         self.frontier.resync()
         self.stage_seconds["adaptation"] += time.perf_counter() - clock
         log.info("adaptation (%s): %s", reason, {k: v for k, v in detail.items() if k not in ("added", "removed")})
@@ -354,8 +360,7 @@ class Adaptation:
         self.archetypes = found
         self.control.set_critic(retrained)
         if self.settings.reclassify:
-            self.control.reclassify()
-            self.positives = self._count_positives()
+            self.control.steps.rejudge()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
                 "added": added, "removed": removed, "features_added": len(after - before),
                 "features_removed": len(before - after), "features": len(after)}
@@ -391,47 +396,28 @@ class Adaptation:
         """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
         s = self.settings
         self.pseudo_done = True
-        self._refit_once("pseudo examples", lambda critic: pseudo_critic(
-            critic, self.store.queries, s.pseudo_positives, s.pseudo_negatives), rejudge=False,
-            pseudo_examples_at=self.frontier.done)
+        Retraining(self, "pseudo examples", rejudge=False, meta={"pseudo_examples_at": self.frontier.done}).start(
+            lambda critic: pseudo_examples_of(critic, self.store.queries, s.pseudo_positives, s.pseudo_negatives),
+            pseudo_critic)
 
     def learn_negatives(self) -> None:
         """The critic retrained with reliable negatives from the crawl; next at twice the pages."""
         pages = self.frontier.done
         self.negatives_next = 2 * pages
-        self._refit_once("reliable negatives", lambda critic: negatives_critic(
-            critic, self.store.queries, self.control.seeds, self.settings.spy_quantile, seed=pages), rejudge=True,
-            negatives_next=self.negatives_next)
+        quantile = self.settings.spy_quantile
+        Retraining(self, "reliable negatives", rejudge=True, meta={"negatives_next": self.negatives_next}).start(
+            lambda critic: unlabeled_pages(critic, self.store.queries, self.control.seeds, seed=pages),
+            lambda critic, rows: negatives_critic(critic, rows, quantile))
 
-    def _refit_once(self, kind: str, retrain, rejudge: bool, **meta) -> None:
-        """A retraining from the crawl's own pages at a set point: ``retrain(critic)`` gives the new
-        critic and what it learnt from (the same critic: nothing learnt); ``rejudge``: the stored
-        pages and queued links judged again by a new critic."""
-        clock = time.perf_counter()
-        detail: dict = {"harvest_before": self.window_harvest()}
-        try:
-            critic, learnt = retrain(self.control.critic)
-            detail.update(learnt)
-            if critic is not self.control.critic:
-                self.control.set_critic(critic)
-                if rejudge:
-                    detail["rejudged"] = self.control.reclassify()
-                    self.positives = self._count_positives()
-        except (ModelError, ValueError) as err:
-            detail["error"] = str(err)
-        self.last_trigger, self.last_positives = self.frontier.done, self.positives  # counts of this critic's
-        with self.store.transaction():
-            self.store.set_meta(adaptation_last_pages=self.last_trigger, adaptation_last_positives=self.last_positives,
-                                **meta)
-            detail["seconds"] = round(time.perf_counter() - clock, 3)
-            self._log(kind, detail)
-        self.stage_seconds["adaptation"] += time.perf_counter() - clock
-        log.info("%s: %s", kind, detail)
+    def rejudged(self) -> None:
+        """The stored pages were judged again: the positives are this critic's."""
+        self.positives = self.last_positives = self._count_positives()
 
-    def _log(self, kind: str, detail: dict) -> None:
-        """Record a step (inside a transaction); the harvest rate of the window after it is added later."""
+    def log_step(self, kind: str, detail: dict, pages: int | None = None) -> None:
+        """Record a step taken at ``pages`` (by default now; inside a transaction); the harvest rate
+        of the window after it is added later."""
         store = self.store
-        self.measuring = store.queries.log_adaptation(self.frontier.done, kind, detail)
+        self.measuring = store.queries.log_adaptation(self.frontier.done if pages is None else pages, kind, detail)
         store.set_meta(adaptation_measuring=self.measuring)
 
     def _record_harvest_after(self) -> None:
@@ -442,30 +428,58 @@ class Adaptation:
         self.measuring = None
 
 
-def reclassify(store, frontier: Frontier, critic, focus: Focus, from_parents: bool) -> int:
-    """Judge every stored page again with the current critic (BINGO!: "documents that have
-    already been classified can optionally be reconsidered"); with ``from_parents`` (not the
-    apprentice's), queued links of accepted pages get the strategy's priority from their
-    source's new score."""
-    queries = store.queries
-    with store.transaction():
-        judged = rejudge(queries, critic)
-        if from_parents:
-            store.set_priorities(focus.priorities(queries.queued_with_parents(HEAD / 2)))
-    frontier.resync()
-    return len(judged)
+class Retraining:
+    """One retraining from the crawl's own pages at a set point (Pant's pseudo examples, reliable
+    negatives), taken beside the crawl: ``start(read, fit)`` takes what it learns from out of the
+    store with ``read(critic)`` on the crawl loop, then ``fit(critic, what it read)`` gives the new
+    critic and what it learnt (the same critic: nothing learnt) in a thread while the crawl goes
+    on; back on the loop the new critic takes over (``rejudge``: the stored pages and queued
+    links judged again by it) and the step is logged with ``meta``, its schedule. No other step
+    starts meanwhile; a crawl stopped first takes it again at resume."""
 
+    def __init__(self, adaptation: Adaptation, kind: str, rejudge: bool, meta: dict):
+        self.adaptation, self.kind, self.rejudge, self.meta = adaptation, kind, rejudge, meta
+        self.pages, self.clock = adaptation.frontier.done, time.perf_counter()
+        self.detail: dict = {"harvest_before": adaptation.window_harvest()}
 
-def rejudge(queries, critic) -> list[tuple[float, str | None, float | None, int]]:
-    """Every stored page judged again by ``critic`` and the judgements written (call inside a
-    transaction): (relevance, topic, confidence, url id) of each."""
-    rows, judged = queries.judged_texts(), []
-    for start in range(0, len(rows), 500):
-        chunk = rows[start:start + 500]
-        judged += [(j.relevance, j.topic, j.confidence, url_id)
-                   for j, (url_id, _) in zip(critic.judge_texts([text for _, text in chunk]), chunk)]
-    queries.set_judgements(judged)
-    return judged
+    def start(self, read, fit) -> None:
+        adaptation = self.adaptation
+        critic = adaptation.control.critic
+        try:
+            data = read(critic)
+        except (ModelError, ValueError) as err:
+            self.finish((critic, {"error": str(err)}))
+            return
+        adaptation.busy = True
+
+        def fitted():
+            try:
+                return fit(critic, data)
+            except (ModelError, ValueError) as err:
+                return critic, {"error": str(err)}
+
+        adaptation.stage_seconds["adaptation"] += time.perf_counter() - self.clock
+        adaptation.control.steps.run(fitted, self.finish)
+
+    def finish(self, outcome: tuple) -> None:
+        """Back on the crawl loop: the new critic takes over and the step is logged."""
+        adaptation, control, store = self.adaptation, self.adaptation.control, self.adaptation.store
+        swapping = time.perf_counter()
+        adaptation.busy = False
+        critic, learnt = outcome
+        self.detail.update(learnt)
+        if critic is not control.critic:
+            control.set_critic(critic)
+            if self.rejudge:
+                self.detail["rejudging"] = control.steps.rejudge()
+        adaptation.last_trigger, adaptation.last_positives = adaptation.frontier.done, adaptation.positives
+        with store.transaction():
+            store.set_meta(adaptation_last_pages=adaptation.last_trigger,
+                           adaptation_last_positives=adaptation.last_positives, **self.meta)
+            self.detail["seconds"] = round(time.perf_counter() - self.clock, 3)
+            adaptation.log_step(self.kind, self.detail, self.pages)
+        adaptation.stage_seconds["adaptation"] += time.perf_counter() - swapping
+        log.info("%s: %s", self.kind, self.detail)
 
 
 def promote_hubs(queries, frontier: Frontier, analyses: list[graph.LinkScores], n_hub: int) -> int:
@@ -480,24 +494,33 @@ def promote_hubs(queries, frontier: Frontier, analyses: list[graph.LinkScores], 
     return frontier.promote(head)
 
 
-def pseudo_critic(critic, queries, positives: int, negatives: int) -> tuple[Critic, dict]:
-    """Pant §7.4: a critic retrained with the ``positives`` pages it scored highest as positives
-    and the ``negatives`` it scored lowest as negatives."""
+def pseudo_examples_of(critic, queries, positives: int, negatives: int) -> tuple[list[str], list[str]]:
+    """Pant §7.4's pseudo examples: the texts of the ``positives`` pages the critic scored highest
+    and of the ``negatives`` it scored lowest."""
     if not isinstance(critic, Critic):
         raise ValueError("pseudo examples need a single topic's critic")
-    best, worst = queries.texts_by_score(positives, best=True), queries.texts_by_score(negatives)
+    return queries.texts_by_score(positives, best=True), queries.texts_by_score(negatives)
+
+
+def pseudo_critic(critic: Critic, examples: tuple[list[str], list[str]]) -> tuple[Critic, dict]:
+    """A critic retrained with the pseudo examples as positives and negatives."""
+    best, worst = examples
     pseudo = {f"pseudo:{i}": text for i, text in enumerate(best)}
     return critic.refit({"": pseudo}, worst), {"pseudo_positives": len(best), "pseudo_negatives": len(worst)}
 
 
-def negatives_critic(critic, queries, seeds: list[str], spy_quantile: float, seed: int) -> tuple[Critic, dict]:
-    """A critic retrained from the user's examples and the reliable negatives among the crawl's
-    pages (``Critic.reliable_negatives``; the seeds' pages always among them, so that a seed is
-    held out with its site), from the originals every time: negatives found earlier are found
-    again or dropped. None found: the critic as it is."""
+def unlabeled_pages(critic, queries, seeds: list[str], seed: int) -> list[tuple[str, str]]:
+    """(url, text) of the crawl's pages the spy technique sorts: a sample, the seeds' pages
+    always among them (a seed is held out with its site)."""
     if not isinstance(critic, Critic):
         raise ValueError("reliable negatives need a single topic's critic")
-    rows = queries.judged_pages(MAX_UNLABELED, seed, always=seeds)
+    return queries.judged_pages(MAX_UNLABELED, seed, always=seeds)
+
+
+def negatives_critic(critic: Critic, rows: list[tuple[str, str]], spy_quantile: float) -> tuple[Critic, dict]:
+    """A critic retrained from the user's examples and the reliable negatives among the crawl's
+    pages ``rows`` (``Critic.reliable_negatives``), from the originals every time: negatives
+    found earlier are found again or dropped. None found: the critic as it is."""
     texts = [text for _, text in rows]
     reliable = critic.reliable_negatives(texts, [host_of(url) for url, _ in rows], spy_quantile)
     negatives = [text for text, surely_not in zip(texts, reliable) if surely_not]

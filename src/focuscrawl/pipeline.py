@@ -62,10 +62,12 @@ class PagePipeline:
         """Parse and judge (in a worker process when there are some), deduplicate, then record
         the fetch, the document, its links and the URL's new state in one unit of work; then let
         the learning loops see the page."""
-        judged = Judged()
+        judged, critic = Judged(), self._critic
         if response.ok_html:
             judged = await self.judges.judge(response.body, response.final_url, response.charset,
                                              response.headers.get("x-robots-tag", ""))
+        if judged.judgement is not None and self._critic is not critic:  # retrained meanwhile: not judged again later
+            judged.judgement = self._critic.judge(judged.page)
         self.stage_seconds["parse"] += judged.parse_seconds
         self.stage_seconds["classify"] += judged.classify_seconds
         self._record(item, response, judged)

@@ -11,9 +11,9 @@ import pickle
 from collections import Counter
 from pathlib import Path
 
+from focuscrawl.beside import rejudge
 from focuscrawl.corrections import RELEVANT, Corrections, analyzer_of
 from focuscrawl.crawler import CRITIC_MODEL, crawl_critic
-from focuscrawl.focus import rejudge
 from focuscrawl.learn import ModelError
 from focuscrawl.search.query import quoted
 from focuscrawl.search.seeds import classifier_terms
@@ -58,7 +58,7 @@ def retrain(directory: Path, moved_shown: int = 25) -> dict:
             raise ModelError(f"{directory}: no page has been reviewed and no term marked yet")
         positives, negatives = corrections.examples(critic, store)
         retrained = corrections.refit(critic, {}, [], positives, negatives)
-        before = store.queries.judgements_of([url_id for url_id, _ in store.queries.judged_texts()])
+        before = {url_id: (relevance, topic) for url_id, relevance, topic, _ in store.queries.judged_topics()}
         with store.transaction():
             store.save_model(CRITIC_MODEL, pickle.dumps(retrained, protocol=pickle.HIGHEST_PROTOCOL))
             judged = rejudge(store.queries, retrained)

@@ -213,8 +213,18 @@ class Queries(LinkAnalysisQueries):
             "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= ? AND text != ''"
             f" ORDER BY relevance {order}, url_id LIMIT ?", (below, count))]
 
-    def judged_texts(self) -> list[tuple[int, str]]:
-        return self.db.execute("SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchall()
+    def judged_texts(self, after: int = 0, through: int | None = None, limit: int = -1) -> list[tuple[int, str]]:
+        """(url id, text) of the judged pages with text, in url id order: ``limit`` of them after
+        ``after`` and up to ``through`` (a chunk at a time: texts are most of the database)."""
+        return self.db.execute(
+            "SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text != '' AND url_id > ?"
+            " AND url_id <= COALESCE(?, url_id) ORDER BY url_id LIMIT ?", (after, through, limit)).fetchall()
+
+    def judged_extent(self) -> tuple[int, int]:
+        """How many judged pages have text, and the last one's url id (0: none)."""
+        count, last = self.db.execute(
+            "SELECT COUNT(*), MAX(url_id) FROM documents WHERE relevance IS NOT NULL AND text != ''").fetchone()
+        return count, last or 0
 
     def judged_pages(self, count: int, seed: int, always: list[str] = ()) -> list[tuple[str, str]]:
         """(url, text) of ``count`` judged pages with text, a seeded sample when there are more, and
@@ -225,11 +235,6 @@ class Queries(LinkAnalysisQueries):
         chosen = sorted(set(random.Random(seed).sample(rows, min(count, len(rows)))) | {r for r in rows if r[1] in wanted})
         texts = dict(rows_in(self.db, "SELECT url_id, text FROM documents WHERE url_id IN ({})", [i for i, _ in chosen]))
         return [(url, texts[url_id]) for url_id, url in chosen]
-
-    def judgements_of(self, url_ids: list[int]) -> dict[int, tuple[float | None, str | None]]:
-        """(the critic's score, topic) of stored pages."""
-        return {url_id: (relevance, topic) for url_id, relevance, topic in rows_in(
-            self.db, "SELECT url_id, relevance, topic FROM documents WHERE url_id IN ({})", url_ids)}
 
     def set_judgements(self, rows: Iterable[tuple[float, str | None, float | None, int]]) -> None:
         """New judgements of stored pages, as (relevance, topic, confidence, url id); the search

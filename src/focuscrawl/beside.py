@@ -1,0 +1,178 @@
+"""What the crawl does beside fetching (:class:`StepsBeside`): a learning step's work in a
+thread while the crawl goes on, its outcome back on the crawl loop, and the stored pages judged
+again when the critic changes (BINGO!'s reclassification, the new judgements after a retraining).
+
+Judging again goes a chunk at a time (:class:`Rejudging`): memory holds one chunk of texts, the
+chunks are judged in a thread, so the crawl keeps fetching while a million pages are judged
+again, and how far it got is kept in the crawl (meta ``rejudging``), so a crawl stopped midway
+goes on at resume where it was. A crawl that ends waits for its steps; a crawl stopped leaves
+them to resume (a step's schedule is saved with its outcome, so it is taken again)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TypeVar
+
+from focuscrawl.frontier import HEAD
+
+log = logging.getLogger(__name__)
+CHUNK = 200  # pages judged again per step: their texts are all that is held at once
+
+Judged = tuple[float, str | None, float | None, int]  # relevance, topic, confidence, url id
+T = TypeVar("T")
+
+
+def judgements(critic, rows: list[tuple[int, str]]) -> list[Judged]:
+    """The critic's judgements of stored pages given as (url id, text)."""
+    return [(j.relevance, j.topic, j.confidence, url_id)
+            for j, (url_id, _) in zip(critic.judge_texts([text for _, text in rows]), rows)]
+
+
+def rejudge(queries, critic) -> list[Judged]:
+    """Every stored page judged again by ``critic`` and the judgements written, chunk by chunk
+    (call inside a transaction; no crawl running)."""
+    judged: list[Judged] = []
+    after = 0
+    while rows := queries.judged_texts(after, limit=CHUNK):
+        chunk = judgements(critic, rows)
+        queries.set_judgements(chunk)
+        judged += chunk
+        after = rows[-1][0]
+    return judged
+
+
+class Rejudging:
+    """The crawl's stored pages judged again by its current critic, beside the crawl.
+    ``critic()`` gives the critic in use; ``done()`` runs on the crawl loop once every page is
+    judged (queued links re-prioritised, figures recounted)."""
+
+    def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter):
+        self.store, self.critic, self.done, self.stage_seconds = store, critic, done, stage_seconds
+        saved = store.get_meta("rejudging")
+        self.state: dict | None = json.loads(saved) if saved else None  # {"after": url id, "through": url id}
+        self._task: asyncio.Task | None = None
+        self._round = 0  # a new critic starts a new round: a chunk judged by the one before is not written
+
+    def start(self) -> int:
+        """Every page stored so far, judged again by the critic now in use (a rejudging under
+        way starts over with it); how many pages that is."""
+        count, last = self.store.queries.judged_extent()
+        self.state, self._round = {"after": 0, "through": last}, self._round + 1
+        with self.store.transaction():
+            self.store.set_meta(rejudging=json.dumps(self.state))
+        self.resume()
+        return count
+
+    def resume(self) -> None:
+        """Go on with a rejudging under way: beside the running crawl, or now when there is none."""
+        if self.state is None or (self._task is not None and not self._task.done()):
+            return
+        try:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        except RuntimeError:  # no crawl running (a step taken by hand)
+            asyncio.run(self._run())
+
+    async def finished(self) -> None:
+        """Wait for the rejudging under way (the crawl ends with every page judged by its critic)."""
+        while self._task is not None and not self._task.done():
+            await self._task
+
+    def cancel(self) -> None:
+        """The crawl stops: the chunks judged so far are kept, resume does the rest."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        started, judged_here, copied = time.perf_counter(), 0, (None, None)
+        while self.state is not None:
+            round_, state = self._round, self.state
+            rows = self.store.queries.judged_texts(state["after"], state["through"], CHUNK)
+            if not rows:
+                break
+            if copied[0] != round_:  # the thread's own copy (and caches): the crawl goes on judging with it
+                copied = (round_, copy.deepcopy(self.critic()))
+            critic = copied[1]
+            judged = await asyncio.to_thread(judgements, critic, rows)
+            if round_ != self._round:
+                continue  # a newer critic took over meanwhile: judge from the first page again
+            clock = time.perf_counter()
+            self.state = {**state, "after": rows[-1][0]}
+            with self.store.transaction():
+                self.store.queries.set_judgements(judged)
+                self.store.set_meta(rejudging=json.dumps(self.state))
+            judged_here += len(rows)
+            self.stage_seconds["adaptation"] += time.perf_counter() - clock
+        self.state = None
+        with self.store.transaction():
+            self.store.set_meta(rejudging="")
+        self.done()
+        log.info("judged %d stored pages again in %.1f s", judged_here, time.perf_counter() - started)
+
+
+class StepsBeside:
+    """The learning steps of one crawl (``crawler``: its store, frontier, critic, focus,
+    progress and adaptation), taken beside it."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds)
+        self._tasks: set[asyncio.Task] = set()
+
+    def run(self, work: Callable[[], T], then: Callable[[T], None]) -> None:
+        """``work()`` in a thread while the crawl goes on, then ``then(its result)`` on the crawl
+        loop; with no crawl running, both now."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            then(work())
+            return
+
+        async def step() -> None:
+            then(await asyncio.to_thread(work))
+
+        task = loop.create_task(step())
+        self._tasks.add(task)
+        task.add_done_callback(self._stepped)
+
+    def _stepped(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a learning step failed; the crawl goes on with the saved critic", exc_info=task.exception())
+
+    def rejudge(self) -> int:
+        """Every stored page judged again by the current critic (a retrained one): how many pages."""
+        return self.rejudging.start()
+
+    def resume(self) -> None:
+        self.rejudging.resume()
+
+    async def finish(self) -> None:
+        """Wait for the steps under way and the judging they started."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+        if self.rejudging.state is not None:
+            await asyncio.wait({asyncio.ensure_future(self.rejudging.finished())})
+
+    def cancel(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.rejudging.cancel()
+
+    def _rejudged(self) -> None:
+        """Every stored page was judged again: queued links of accepted pages get the strategy's
+        priority from their source's new score (not the apprentice's own), the figures are recounted."""
+        crawler = self.crawler
+        if crawler.apprentice is None:
+            queries = crawler.store.queries
+            with crawler.store.transaction():
+                crawler.store.set_priorities(crawler.focus.priorities(queries.queued_with_parents(HEAD / 2)))
+        crawler.frontier.resync()
+        crawler.progress.recount(crawler.store)
+        if crawler.adaptation is not None:
+            crawler.adaptation.rejudged()
