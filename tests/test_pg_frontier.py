@@ -1,6 +1,7 @@
 """The shared frontier on a real PostgreSQL (a throw-away cluster, see conftest): workers that
 share it hand out every URL once, hold hosts exclusively, keep a host's interval across the
-hand-over, and take back the URLs of a worker whose lease expired."""
+hand-over, and take back the URLs of a worker whose lease expired; one worker at a time is
+elected to take the learning steps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.frontier import Discovered
 from focuscrawl.store.pg_frontier import PgFrontier, connect
+from focuscrawl.store.pg_repository import PgRepository
 
 
 @pytest.fixture
@@ -107,3 +109,16 @@ def test_the_seen_set_is_shared(postgres_dsn, crawl):
     assert a.db.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 30
     known = b.known([url for url, *_ in found[:10]] + ["http://new.test/"])
     assert len(known) == 10 and all(seen.state == 0 for seen in known.values())
+
+
+def test_one_worker_at_a_time_is_elected_to_learn_and_another_takes_over_when_it_ends(postgres_dsn, crawl, tmp_path):
+    first, second = (PgRepository(postgres_dsn, crawl, tmp_path, name, warc=False) for name in ("w1", "w2"))
+    try:
+        assert first.leads() and not second.leads()
+        second._lead_retry = 0.0  # tries again at once instead of LEAD_RETRY seconds later
+        assert first.leads() and not second.leads()  # the election holds while the first lives
+        first.close()  # its session ends (a kill does the same): the lock is released
+        second._lead_retry = 0.0
+        assert second.leads()
+    finally:
+        second.close()

@@ -47,6 +47,12 @@ def rejudge(queries, critic) -> list[Judged]:
     return judged
 
 
+def logged_failure(task: asyncio.Task) -> None:
+    """A step that failed beside the crawl is logged; the crawl goes on (its critic is saved)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a learning step failed beside the crawl; the crawl goes on", exc_info=task.exception())
+
+
 class Rejudging:
     """The crawl's stored pages judged again by its current critic, beside the crawl.
     ``critic()`` gives the critic in use; ``done()`` runs on the crawl loop once every page is
@@ -54,10 +60,13 @@ class Rejudging:
 
     def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter):
         self.store, self.critic, self.done, self.stage_seconds = store, critic, done, stage_seconds
-        saved = store.get_meta("rejudging")
-        self.state: dict | None = json.loads(saved) if saved else None  # {"after": url id, "through": url id}
+        self.state: dict | None = self.saved_state()  # {"after": url id done, "through": url id}
         self._task: asyncio.Task | None = None
         self._round = 0  # a new critic starts a new round: a chunk judged by the one before is not written
+
+    def saved_state(self) -> dict | None:
+        saved = self.store.get_meta("rejudging")
+        return json.loads(saved) if saved else None
 
     def start(self) -> int:
         """Every page stored so far, judged again by the critic now in use (a rejudging under
@@ -77,6 +86,8 @@ class Rejudging:
             self._task = asyncio.get_running_loop().create_task(self._run())
         except RuntimeError:  # no crawl running (a step taken by hand)
             asyncio.run(self._run())
+            return
+        self._task.add_done_callback(logged_failure)
 
     async def finished(self) -> None:
         """Wait for the rejudging under way (the crawl ends with every page judged by its critic)."""
@@ -142,14 +153,16 @@ class StepsBeside:
 
     def _stepped(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("a learning step failed; the crawl goes on with the saved critic", exc_info=task.exception())
+        logged_failure(task)
 
     def rejudge(self) -> int:
         """Every stored page judged again by the current critic (a retrained one): how many pages."""
         return self.rejudging.start()
 
-    def resume(self) -> None:
+    def resume(self, reread: bool = False) -> None:
+        """Go on judging the pages again (``reread``: as far as the crawl says, another worker's doing)."""
+        if reread:
+            self.rejudging.state = self.rejudging.saved_state()
         self.rejudging.resume()
 
     async def finish(self) -> None:
@@ -169,9 +182,8 @@ class StepsBeside:
         priority from their source's new score (not the apprentice's own), the figures are recounted."""
         crawler = self.crawler
         if crawler.apprentice is None:
-            queries = crawler.store.queries
-            with crawler.store.transaction():
-                crawler.store.set_priorities(crawler.focus.priorities(queries.queued_with_parents(HEAD / 2)))
+            store = crawler.store  # a shared crawl's unit runs again if it deadlocked with another worker's page
+            store.run_unit(lambda: store.set_priorities(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2))))
         crawler.frontier.resync()
         crawler.progress.recount(crawler.store)
         if crawler.adaptation is not None:

@@ -27,7 +27,7 @@ from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered, Frontier, Item
-from focuscrawl.learn import Critic, ModelError, load_model, model_from_bytes
+from focuscrawl.learn import CRITIC_MODEL, Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
 from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
@@ -80,7 +80,6 @@ def read_seeds(config: CrawlConfig) -> list[str]:
 
 CRITICS = (Critic, TaxonomyModel)
 ANCHOR_SHARE = 0.01  # of the crawl's time, spent on anchors of links stored before it started
-CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)
 
 
 def crawl_critic(directory: Path) -> Critic | TaxonomyModel | None:

@@ -35,12 +35,13 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.corrections import Corrections
 from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
-from focuscrawl.learn import RELEVANT, Critic, ModelError
+from focuscrawl.learn import CRITIC_MODEL, RELEVANT, Critic, ModelError, model_from_bytes
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
 MAX_UNLABELED = 1000  # crawl pages the spy technique sorts (a sample beyond): five critics learn them
+FOLLOW_SECONDS = 5.0  # how often a shared crawl's worker that does not learn looks for a new critic
 HARVEST_START = "start of the harvesting phase"  # the reorganisation a phase switch owes (resumed if killed)
 
 
@@ -200,6 +201,14 @@ class Adaptation:
         self.config, self.store, self.frontier, self.control = config, store, frontier, control
         self.stage_seconds = stage_seconds
         self.settings = config.adaptation
+        self.busy = False  # a step is being taken beside the crawl
+        self.leading = store.leads()  # a shared crawl's steps are one worker's (the others follow its critic)
+        self.critic_version, self._look_at = store.get_meta("critic_version"), 0.0
+        self._load()
+
+    def _load(self) -> None:
+        """The steps' state as the crawl keeps it: at the start, and when this worker is elected."""
+        store = self.store
         self.window: deque[float] = deque(store.queries.recent_relevance(self.settings.window),
                                           maxlen=self.settings.window)
         self.positives = self._count_positives()
@@ -210,8 +219,7 @@ class Adaptation:
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
         self.negatives_next = None if self.settings.negatives_after is None else (
             int(store.get_meta("negatives_next", "0")) or share_of_budget(self.settings.negatives_after,
-                                                                          config.budget.max_pages))
-        self.busy = False  # a step is being taken beside the crawl
+                                                                          self.config.budget.max_pages))
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
         self.measuring = int(measuring) if measuring else None
 
@@ -224,7 +232,16 @@ class Adaptation:
     # -- called by the crawler ---------------------------------------------------------------
 
     def after_page(self, relevance: float | None) -> None:
-        """After each page's transaction: count, and adapt when a trigger fires."""
+        """After each page's transaction: count, and adapt when a trigger fires (in a shared crawl,
+        the elected worker; the others judge with the critic it published)."""
+        if not self.store.leads():
+            self._follow()
+            return
+        if not self.leading:  # elected now (the worker before died): the steps so far were its
+            self.leading, self._look_at = True, 0.0
+            self._follow()  # its last critic first
+            self._load()
+            self.control.steps.resume(reread=True)
         if relevance is not None:
             self.window.append(relevance)
             self.positives += relevance >= RELEVANT
@@ -285,6 +302,8 @@ class Adaptation:
     def resume(self) -> None:
         """A crawl stopped between a phase switch and its reorganisation does the latter now; one
         stopped while judging its pages again goes on with that."""
+        if not self.leading:
+            return
         self.control.steps.resume()
         pending = self.store.get_meta("reorganise_pending")
         if pending:
@@ -318,7 +337,8 @@ class Adaptation:
         on them, the original examples and the reviewers' corrections."""
         critic = self.control.critic
         corrections = Corrections.of(self.store.search.marks)
-        chosen = {scores.topic: [i for i in self._archetypes(scores, admit_all)
+        chosen = {scores.topic: [i for i in archetypes_of(self.settings, self.store.queries, critic, self.control.seeds,
+                                                          self.basis, scores, admit_all)
                                  if not corrections.contradicted(critic, scores.topic, i)] for scores in analyses}
         texts = self.store.texts_of(sorted({url_id for ids in chosen.values() for url_id in ids}))
         urls = {int(i): u for scores in analyses for i, u in zip(scores.graph.url_ids, scores.graph.urls)}
@@ -365,33 +385,6 @@ class Adaptation:
                 "added": added, "removed": removed, "features_added": len(after - before),
                 "features_removed": len(before - after), "features": len(after)}
 
-    def _archetypes(self, scores: graph.LinkScores, admit_all: bool) -> list[int]:
-        """§2.2.3 for one topic: URL ids of the top authorities and the top-confidence pages
-        classified into it, past the thesis's two filters (eqs. 2.21, 2.24) unless ``require_mean``
-        is off. A two-class critic's confidence is Pr(relevant) and the training documents' mean is
-        taken over its examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
-        s = self.settings
-        g = scores.graph
-        rows = self.store.queries.confident_pages(RELEVANT, scores.topic)
-        basis = set(self.basis)  # already training data
-        candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
-                               if url_id in rows and url not in basis], dtype=np.int64)
-        if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
-            return [int(g.url_ids[i]) for i in candidates]
-        confidence = np.array([rows.get(url_id, 0.0) for url_id in g.url_ids.tolist()])
-        index = {u: i for i, u in enumerate(g.urls)}
-        held = [index[u] for u in self.control.seeds + self.basis if u in index]  # the training documents the crawl holds
-        held_authority = scores.authorities[held]
-        if not s.require_mean:  # without the filters, the top pages by either score
-            floors = (-np.inf, -np.inf)
-        elif isinstance(self.control.critic, Critic) and hasattr(self.control.critic, "examples_"):
-            training = self.control.critic.examples_[0] + self.control.critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
-            floors = (float(np.mean(self.control.critic.predict_proba(training))), float(held_authority.sum()) / len(training))
-        else:
-            floors = (1.0, float(held_authority.mean()) if len(held_authority) else 0.0)
-        a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, s.authorities, s.confident, *floors)
-        return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
-
     def pseudo_examples(self) -> None:
         """Pant §7.4: the top pages by critic score become positives, the bottom ones negatives."""
         s = self.settings
@@ -408,6 +401,18 @@ class Adaptation:
         Retraining(self, "reliable negatives", rejudge=True, meta={"negatives_next": self.negatives_next}).start(
             lambda critic: unlabeled_pages(critic, self.store.queries, self.control.seeds, seed=pages),
             lambda critic, rows: negatives_critic(critic, rows, quantile))
+
+    def _follow(self) -> None:
+        """Judge with the critic the elected worker published last (looked up every few seconds)."""
+        if time.monotonic() < self._look_at:
+            return
+        self._look_at = time.monotonic() + FOLLOW_SECONDS
+        version = self.store.get_meta("critic_version")
+        if version != self.critic_version:
+            self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
+                                                   "a critic or a taxonomy model", "the critic published")
+            self.critic_version = version
+            log.info("judging with the critic published as version %s", version)
 
     def rejudged(self) -> None:
         """The stored pages were judged again: the positives are this critic's."""
@@ -470,16 +475,46 @@ class Retraining:
         self.detail.update(learnt)
         if critic is not control.critic:
             control.set_critic(critic)
+            adaptation.critic_version = str(int(adaptation.critic_version or 0) + 1)  # the other workers take it up
             if self.rejudge:
                 self.detail["rejudging"] = control.steps.rejudge()
         adaptation.last_trigger, adaptation.last_positives = adaptation.frontier.done, adaptation.positives
         with store.transaction():
-            store.set_meta(adaptation_last_pages=adaptation.last_trigger,
+            store.set_meta(adaptation_last_pages=adaptation.last_trigger, critic_version=adaptation.critic_version or 0,
                            adaptation_last_positives=adaptation.last_positives, **self.meta)
             self.detail["seconds"] = round(time.perf_counter() - self.clock, 3)
             adaptation.log_step(self.kind, self.detail, self.pages)
         adaptation.stage_seconds["adaptation"] += time.perf_counter() - swapping
         log.info("%s: %s", self.kind, self.detail)
+
+
+def archetypes_of(settings, queries, critic, seeds: list[str], basis: list[str], scores: graph.LinkScores,
+                  admit_all: bool) -> list[int]:
+    """§2.2.3 for one topic: URL ids of the top authorities and the top-confidence pages
+    classified into it, past the thesis's two filters (eqs. 2.21, 2.24) unless ``require_mean``
+    is off (``settings``: the adaptation's; ``basis``: archetypes kept as examples). A two-class
+    critic's confidence is Pr(relevant) and the training documents' mean is taken over its
+    examples; a taxonomy's is eq. 2.22's, whose training mean is 1 by construction."""
+    g = scores.graph
+    rows = queries.confident_pages(RELEVANT, scores.topic)
+    held_urls, basis = seeds + basis, set(basis)  # basis: already training data
+    candidates = np.array([i for i, (url_id, url) in enumerate(zip(g.url_ids.tolist(), g.urls))
+                           if url_id in rows and url not in basis], dtype=np.int64)
+    if admit_all:  # §2.5.3: with a handful of examples, every positive page of the learning phase
+        return [int(g.url_ids[i]) for i in candidates]
+    confidence = np.array([rows.get(url_id, 0.0) for url_id in g.url_ids.tolist()])
+    index = {u: i for i, u in enumerate(g.urls)}
+    held = [index[u] for u in held_urls if u in index]  # the training documents the crawl holds
+    held_authority = scores.authorities[held]
+    if not settings.require_mean:  # without the filters, the top pages by either score
+        floors = (-np.inf, -np.inf)
+    elif isinstance(critic, Critic) and hasattr(critic, "examples_"):
+        training = critic.examples_[0] + critic.examples_[1]  # D+ ∪ D−; authority 0 outside the crawl
+        floors = (float(np.mean(critic.predict_proba(training))), float(held_authority.sum()) / len(training))
+    else:
+        floors = (1.0, float(held_authority.mean()) if len(held_authority) else 0.0)
+    a_auth, a_conf = select_archetypes(candidates, confidence, scores.authorities, settings.authorities, settings.confident, *floors)
+    return [int(g.url_ids[i]) for i in dict.fromkeys(a_auth + a_conf)]
 
 
 def promote_hubs(queries, frontier: Frontier, analyses: list[graph.LinkScores], n_hub: int) -> int:

@@ -32,6 +32,7 @@ class ModelError(ValueError):
     """A model file that cannot be used."""
 
 
+CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)
 RELEVANT = 0.5  # a two-class critic's decision boundary: at or above, the page is on the topic
 MIN_INDICATORS = 3  # BINGO!'s N_w: the indicator terms a page must hold (all of them, when fewer are chosen)
 WITHOUT_INDICATORS = 0.49  # the most a page without them scores: rejected, its links still followed as close calls

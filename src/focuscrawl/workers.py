@@ -5,6 +5,10 @@ the database, its WARC files go to the shared directory), ``run_local`` starts N
 The crawl directory's config names the database, so ``status``, ``export`` and ``resume`` read
 it there, and ``take_snapshot`` copies it into the directory for the search index and portal.
 
+The retrainings at set points (reliable negatives, Pant's pseudo examples) are taken by one
+worker at a time, elected by an advisory lock (``PgRepository.leads``); it publishes each new
+critic in the database and the others load it within seconds (``Adaptation``).
+
 Not shared yet, so refused: the apprentice, BINGO!'s adaptations (retraining, link analysis,
 phases), the bounded queue and near-duplicate signatures; off: link clusters (each worker's would
 learn alone) and the search index kept while crawling (built from a snapshot instead)."""
@@ -28,7 +32,7 @@ from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, cl
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
 from focuscrawl.fetch.urls import host_of
-from focuscrawl.focus import Adaptation, Focus
+from focuscrawl.focus import Focus
 from focuscrawl.frontier import Discovered
 from focuscrawl.learn import Critic, model_from_bytes
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
@@ -44,8 +48,9 @@ def unshared(config: CrawlConfig) -> list[str]:
     problems = []
     if config.strategy == "apprentice":
         problems.append("strategy: apprentice")
-    if Adaptation.enabled_by(config):
-        problems.append("adaptation (retrain, link_analysis, learning_phase, pseudo_after, negatives_after)")
+    adaptation = config.adaptation
+    if adaptation.retrain or adaptation.link_analysis or adaptation.learning_phase:
+        problems.append("adaptation (retrain, link_analysis, learning_phase)")
     if config.focus.max_queued is not None:
         problems.append("focus.max_queued")
     if config.store.near_duplicates:

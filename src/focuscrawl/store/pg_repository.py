@@ -28,10 +28,10 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
-from focuscrawl.store.queries import FAILURE_ROWS, failures_grouped
+from focuscrawl.store.queries import FAILURE_ROWS, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
+from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
-from focuscrawl.store.schema import transaction, upgrade_schema
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text);
@@ -87,6 +87,13 @@ CREATE INDEX IF NOT EXISTS links_source ON links (source_id);
 CREATE INDEX IF NOT EXISTS links_target ON links (target_id);
 CREATE TABLE IF NOT EXISTS sitemaps (origin text NOT NULL, url text NOT NULL, PRIMARY KEY (origin, url));
 CREATE TABLE IF NOT EXISTS models (name text PRIMARY KEY, data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS adaptations (
+    id bigserial PRIMARY KEY,
+    pages bigint NOT NULL,
+    kind text NOT NULL,
+    detail text NOT NULL,
+    at double precision NOT NULL
+);
 """
 
 
@@ -115,6 +122,7 @@ def republish(dsn: str, crawl: str, config_json: str) -> None:
 
 T = TypeVar("T")
 UNIT_ATTEMPTS = 5  # a page's unit that keeps deadlocking fails after this many runs
+LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps over
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
@@ -158,6 +166,61 @@ class PgQueries:
     def search_index(self) -> None:
         return None  # the portal's index is built from the database into the crawl directory
 
+    # -- what the learning steps read and write (the elected worker's: PgRepository.leads) --
+
+    def recent_relevance(self, count: int) -> list[float]:
+        return [r for (r,) in self.db.execute(
+            "SELECT relevance FROM (SELECT relevance, fetch_id FROM documents WHERE relevance IS NOT NULL"
+            " ORDER BY fetch_id DESC LIMIT %s) AS recent ORDER BY fetch_id", (count,))]
+
+    def count_relevant(self, threshold: float) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= %s", (threshold,)).fetchone()[0]
+
+    def texts_by_score(self, count: int, best: bool = False, below: float = 1.0) -> list[str]:
+        return [t for (t,) in self.db.execute(
+            "SELECT text FROM documents WHERE relevance IS NOT NULL AND relevance <= %s AND text <> ''"
+            f" ORDER BY relevance {'DESC' if best else 'ASC'}, url_id LIMIT %s", (below, count))]
+
+    def judged_pages(self, count: int, seed: int, always: list[str] = ()) -> list[tuple[str, str]]:
+        chosen = sample_with(self.db.execute(
+            "SELECT d.url_id, u.url FROM documents d JOIN urls u ON u.id = d.url_id"
+            " WHERE d.relevance IS NOT NULL AND d.text <> '' ORDER BY d.url_id").fetchall(), count, seed, always)
+        texts = dict(self.db.execute("SELECT url_id, text FROM documents WHERE url_id = ANY(%s)",
+                                     ([i for i, _ in chosen],)).fetchall())
+        return [(url, texts[url_id]) for url_id, url in chosen]
+
+    def judged_texts(self, after: int = 0, through: int | None = None, limit: int = -1) -> list[tuple[int, str]]:
+        return self.db.execute(
+            "SELECT url_id, text FROM documents WHERE relevance IS NOT NULL AND text <> '' AND url_id > %s"
+            " AND url_id <= COALESCE(%s::bigint, url_id) ORDER BY url_id LIMIT %s",
+            (after, through, None if limit < 0 else limit)).fetchall()
+
+    def judged_extent(self) -> tuple[int, int]:
+        count, last = self.db.execute(
+            "SELECT COUNT(*), MAX(url_id) FROM documents WHERE relevance IS NOT NULL AND text <> ''").fetchone()
+        return count, last or 0
+
+    def set_judgements(self, rows) -> None:
+        with self.db.cursor() as cursor:
+            cursor.executemany("UPDATE documents SET relevance = %s, topic = %s, confidence = %s WHERE url_id = %s",
+                               list(rows))
+
+    def queued_with_parents(self, below: float) -> list[tuple]:
+        """As the SQLite crawl's (link clusters are not shared: a factor of 1)."""
+        return self.db.execute(
+            "SELECT u.id, u.depth, u.url, d.relevance, p.priority, 1.0::float8 FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
+            f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE u.state = {QUEUED} AND u.tunnel = 0"
+            " AND u.priority < %s", (below,)).fetchall()
+
+    def log_adaptation(self, pages: int, kind: str, detail: dict) -> int:
+        return self.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (%s, %s, %s, %s) RETURNING id",
+                               (pages, kind, json.dumps(detail), time.time())).fetchone()[0]
+
+    def add_to_adaptation(self, step: int, **detail) -> None:
+        (stored,) = self.db.execute("SELECT detail FROM adaptations WHERE id = %s", (step,)).fetchone()
+        self.db.execute("UPDATE adaptations SET detail = %s WHERE id = %s", (json.dumps({**json.loads(stored), **detail}),
+                                                                            step))
+
 
 class PgRepository:
     """One worker's side of a crawl on PostgreSQL (the crawl's :class:`~.repository.Repository`
@@ -176,13 +239,14 @@ class PgRepository:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.db = pg_frontier.connect(dsn, crawl)
         self.db.execute("SET synchronous_commit = off")
-        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "models", SCHEMA)
+        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "adaptations", SCHEMA)
         self.queries = PgQueries(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
         self.harvest_log = None  # opened by the first entry: the publisher writes none
         self.frontier: PgFrontier | None = None
         self._archived: tuple[Response | None, tuple] = (None, (None, None))  # the last response archived, where
+        self._leading, self._lead_retry = False, 0.0
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
         """The shared frontier (hosts leased in priority order: ``order`` and ``band`` are the
@@ -322,6 +386,24 @@ class PgRepository:
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
 
+    def set_priorities(self, rows: list[tuple[float, int]]) -> None:
+        """New priorities of queued URLs, (priority, id), and their hosts' best."""
+        hosts = {host for (host,) in self.db.execute(
+            f"UPDATE urls SET priority = t.p FROM unnest(%s::float8[], %s::bigint[]) AS t(p, id) WHERE urls.id = t.id"
+            f" AND urls.state = {QUEUED} RETURNING urls.host", ([p for p, _ in rows], [i for _, i in rows]))}
+        self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host AND"
+                        f" state = {QUEUED}) WHERE host = ANY(%s)", (sorted(hosts),))
+
+    def leads(self) -> bool:
+        """Whether this worker takes the crawl's learning steps: one worker at a time, elected by a
+        session advisory lock that its end (or death) releases; a worker not elected tries again
+        every ``LEAD_RETRY`` seconds."""
+        if not self._leading and time.monotonic() >= self._lead_retry:
+            self._leading = self.db.execute("SELECT pg_try_advisory_lock(hashtext(current_schema() || ':learning'))"
+                                            ).fetchone()[0]
+            self._lead_retry = time.monotonic() + LEAD_RETRY
+        return self._leading
+
     def save_model(self, name: str, data: bytes) -> None:
         self.db.execute("INSERT INTO models (name, data) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                         " SET data = EXCLUDED.data", (name, data))
@@ -336,7 +418,7 @@ class PgRepository:
         self.harvest_log.flush()
 
 
-SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps")
+SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps", "adaptations")
 
 
 def snapshot(dsn: str, crawl: str, directory: Path, rows_per_batch: int = 10_000) -> dict[str, int]:
@@ -357,6 +439,8 @@ def snapshot(dsn: str, crawl: str, directory: Path, rows_per_batch: int = 10_000
                         "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
                         (schema, table))}
                     columns = ", ".join(column for column in ours if column in theirs)
+                    if not columns:  # a table the crawl's version did not have yet
+                        continue
                     target.execute(f"DELETE FROM {table}")
                     copied[table] = 0
                     with source.cursor(name=f"snapshot_{table}") as rows:  # streamed, not all in memory

@@ -36,6 +36,12 @@ FAILURE_ROWS = ("SELECT CASE WHEN error IS NOT NULL THEN error ELSE 'HTTP ' || s
                 " WHERE error IS NOT NULL OR status >= 400 GROUP BY 1, 2")  # one SQL for SQLite and PostgreSQL
 
 
+def sample_with(rows: list[tuple[int, str]], count: int, seed: int, always: Iterable[str]) -> list[tuple[int, str]]:
+    """A seeded sample of ``count`` (url id, url) rows, with those of the URLs ``always`` added, in id order."""
+    wanted = set(always)
+    return sorted(set(random.Random(seed).sample(rows, min(count, len(rows)))) | {r for r in rows if r[1] in wanted})
+
+
 def failures_grouped(rows, limit: int) -> list[tuple[str, int]]:
     """(reason, refused, count) rows as one line per cause, commonest first: URLs and long
     numbers taken out, refusals marked so."""
@@ -229,10 +235,9 @@ class Queries(LinkAnalysisQueries):
     def judged_pages(self, count: int, seed: int, always: list[str] = ()) -> list[tuple[str, str]]:
         """(url, text) of ``count`` judged pages with text, a seeded sample when there are more, and
         of those among ``always`` (URLs) too."""
-        rows = self.db.execute("SELECT d.url_id, u.url FROM documents d JOIN urls u ON u.id = d.url_id"
-                               " WHERE d.relevance IS NOT NULL AND d.text != '' ORDER BY d.url_id").fetchall()
-        wanted = set(always)
-        chosen = sorted(set(random.Random(seed).sample(rows, min(count, len(rows)))) | {r for r in rows if r[1] in wanted})
+        chosen = sample_with(self.db.execute(
+            "SELECT d.url_id, u.url FROM documents d JOIN urls u ON u.id = d.url_id"
+            " WHERE d.relevance IS NOT NULL AND d.text != '' ORDER BY d.url_id").fetchall(), count, seed, always)
         texts = dict(rows_in(self.db, "SELECT url_id, text FROM documents WHERE url_id IN ({})", [i for i, _ in chosen]))
         return [(url, texts[url_id]) for url_id, url in chosen]
 

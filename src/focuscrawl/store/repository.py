@@ -123,6 +123,7 @@ class Repository(Protocol):
     def queued_link_features(self): ...
     def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
     def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
+    def leads(self) -> bool: ...  # whether this process takes the crawl's learning steps (a shared crawl's workers elect one)
     def relevance_totals(self) -> tuple[float, int]: ...
     def topic_counts(self) -> Counter: ...
     def texts_of(self, url_ids: list[int]) -> dict[int, str]: ...
@@ -292,17 +293,13 @@ class Store:
         return Counter(dict(self.db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic")))
 
     def record_links(self, rows: list[tuple[int, int, str, int, int, int]]) -> None:
-        self.db.executemany(
-            "INSERT INTO links (source_id, target_id, anchor_text, leaf_start, leaf_end, nofollow) VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        self.db.executemany("INSERT INTO links (source_id, target_id, anchor_text, leaf_start, leaf_end, nofollow)"
+                            " VALUES (?, ?, ?, ?, ?, ?)", rows)
         self.anchor_follower.found(rows)
 
     def record_host(self, host, crawl_delay: float | None = None) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO hosts (host, failures, status, crawl_delay) VALUES (?, ?, ?, ?)",
-            (host.name, host.failures, host.status, crawl_delay),
-        )
+        self.db.execute("INSERT OR REPLACE INTO hosts (host, failures, status, crawl_delay) VALUES (?, ?, ?, ?)",
+                        (host.name, host.failures, host.status, crawl_delay))
 
     # -- the apprentice ------------------------------------------------------------------------
 
@@ -371,6 +368,9 @@ class Store:
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
+
+    def leads(self) -> bool:
+        return True  # the one crawl process
 
     def save_model(self, name: str, data: bytes) -> None:
         self.db.execute("INSERT OR REPLACE INTO models (name, data) VALUES (?, ?)", (name, data))
