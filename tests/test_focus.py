@@ -10,10 +10,11 @@ import sqlite3
 import numpy as np
 import pytest
 
+from focuscrawl import focus
 from focuscrawl.config import ConfigError, validate_config
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.focus import select_archetypes
+from focuscrawl.focus import negatives_critic, select_archetypes
 from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END
 from focuscrawl.graph import TopicGraph, bharat_henzinger
 from focuscrawl.learn import Critic, Judgement
@@ -262,6 +263,24 @@ def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_g
     assert resumed_at and resumed_at[0] >= 2 * pages_at[-1]  # the schedule goes on where it stopped
 
 
+def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_taken(synthetic, tmp_path, monkeypatch):
+    _, config = synthetic
+    calls = []
+
+    def failing_once(critic, rows, quantile):
+        calls.append(len(rows))
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the first step")
+        return negatives_critic(critic, rows, quantile)
+
+    monkeypatch.setattr(focus, "negatives_critic", failing_once)
+    directory = tmp_path / "failing"
+    asyncio.run(Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}), directory).run())
+    steps = adaptations(directory)
+    assert steps[0][2]["error"] == "RuntimeError: a bug in the first step" and "rejudging" not in steps[0][2]
+    assert len(steps) >= 2 and "error" not in steps[1][2] and len(calls) == len(steps)
+
+
 def test_a_crawl_stopped_while_judging_its_pages_again_goes_on_from_that_page_at_resume(synthetic, tmp_path):
     _, config = synthetic
     directory = tmp_path / "rejudging"
@@ -273,7 +292,7 @@ def test_a_crawl_stopped_while_judging_its_pages_again_goes_on_from_that_page_at
     crawler.set_critic(crawler.critic.refit({}, [text for _, text, _ in before[:5]]))
     middle = before[len(before) // 2][0]
     with crawler.store.transaction():  # what a crawl killed halfway through judging its pages again leaves
-        crawler.store.set_meta(rejudging=json.dumps({"after": middle, "through": before[-1][0]}))
+        crawler.store.set_meta(rejudging=json.dumps({"ranges": [[middle, before[-1][0]]]}))
     crawler.pages.close()
     crawler.store.close()
     asyncio.run(Crawler.open(directory).run())  # the budget is spent: nothing is fetched

@@ -23,6 +23,7 @@ from focuscrawl.frontier import HEAD
 
 log = logging.getLogger(__name__)
 CHUNK = 200  # pages judged again per step: their texts are all that is held at once
+PRIORITIES_PER_UNIT = 5000  # queued URLs given new priorities per unit of work (a shared crawl's rows stay locked briefly)
 
 Judged = tuple[float, str | None, float | None, int]  # relevance, topic, confidence, url id
 T = TypeVar("T")
@@ -56,11 +57,14 @@ def logged_failure(task: asyncio.Task) -> None:
 class Rejudging:
     """The crawl's stored pages judged again by its current critic, beside the crawl.
     ``critic()`` gives the critic in use; ``done()`` runs on the crawl loop once every page is
-    judged (queued links re-prioritised, figures recounted)."""
+    judged (queued links re-prioritised, figures recounted). What is left is a list of url id
+    ranges, (after, through]: a newer critic goes on from where the judging is, to the last page
+    stored, then from the first page up to there, so that retrainings coming faster than a pass
+    over the pages still end in a pass with the newest critic."""
 
     def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter):
         self.store, self.critic, self.done, self.stage_seconds = store, critic, done, stage_seconds
-        self.state: dict | None = self.saved_state()  # {"after": url id done, "through": url id}
+        self.state: dict | None = self.saved_state()  # {"ranges": [[after, through], ...]}
         self._task: asyncio.Task | None = None
         self._round = 0  # a new critic starts a new round: a chunk judged by the one before is not written
 
@@ -69,13 +73,18 @@ class Rejudging:
         return json.loads(saved) if saved else None
 
     def start(self) -> int:
-        """Every page stored so far, judged again by the critic now in use (a rejudging under
-        way starts over with it); how many pages that is."""
-        count, last = self.store.queries.judged_extent()
-        self.state, self._round = {"after": 0, "through": last}, self._round + 1
+        """Every page stored so far, judged again by the critic now in use; how many pages that is."""
         with self.store.transaction():
-            self.store.set_meta(rejudging=json.dumps(self.state))
+            count = self.plan()
         self.resume()
+        return count
+
+    def plan(self) -> int:
+        """What ``start`` owes, kept in the crawl (inside a transaction: with the new critic)."""
+        count, last = self.store.queries.judged_extent()
+        at = self.state["ranges"][0][0] if self.state and self.state["ranges"] else 0
+        self.state, self._round = {"ranges": [[at, last], [0, at]] if at else [[0, last]]}, self._round + 1
+        self.store.set_meta(rejudging=json.dumps(self.state))
         return count
 
     def resume(self) -> None:
@@ -92,7 +101,7 @@ class Rejudging:
     async def finished(self) -> None:
         """Wait for the rejudging under way (the crawl ends with every page judged by its critic)."""
         while self._task is not None and not self._task.done():
-            await self._task
+            await asyncio.wait({self._task})  # a failure is logged by the task's callback
 
     def cancel(self) -> None:
         """The crawl stops: the chunks judged so far are kept, resume does the rest."""
@@ -101,28 +110,28 @@ class Rejudging:
 
     async def _run(self) -> None:
         started, judged_here, copied = time.perf_counter(), 0, (None, None)
-        while self.state is not None:
-            round_, state = self._round, self.state
-            rows = self.store.queries.judged_texts(state["after"], state["through"], CHUNK)
+        while self.state is not None and self.state["ranges"]:
+            round_, ranges = self._round, self.state["ranges"]
+            rows = self.store.queries.judged_texts(*ranges[0], CHUNK)
             if not rows:
-                break
+                self.state = {"ranges": ranges[1:]}
+                continue
             if copied[0] != round_:  # the thread's own copy (and caches): the crawl goes on judging with it
                 copied = (round_, copy.deepcopy(self.critic()))
-            critic = copied[1]
-            judged = await asyncio.to_thread(judgements, critic, rows)
+            judged = await asyncio.to_thread(judgements, copied[1], rows)
             if round_ != self._round:
-                continue  # a newer critic took over meanwhile: judge from the first page again
+                continue  # a newer critic took over meanwhile, from this same chunk
             clock = time.perf_counter()
-            self.state = {**state, "after": rows[-1][0]}
+            self.state = {"ranges": [[rows[-1][0], ranges[0][1]], *ranges[1:]]}
             with self.store.transaction():
                 self.store.queries.set_judgements(judged)
                 self.store.set_meta(rejudging=json.dumps(self.state))
             judged_here += len(rows)
             self.stage_seconds["adaptation"] += time.perf_counter() - clock
+        self.done()  # before the mark is cleared: if it fails, resume does it again
         self.state = None
         with self.store.transaction():
             self.store.set_meta(rejudging="")
-        self.done()
         log.info("judged %d stored pages again in %.1f s", judged_here, time.perf_counter() - started)
 
 
@@ -169,8 +178,7 @@ class StepsBeside:
         """Wait for the steps under way and the judging they started."""
         while self._tasks:
             await asyncio.wait(set(self._tasks))
-        if self.rejudging.state is not None:
-            await asyncio.wait({asyncio.ensure_future(self.rejudging.finished())})
+        await self.rejudging.finished()
 
     def cancel(self) -> None:
         for task in self._tasks:
@@ -183,7 +191,9 @@ class StepsBeside:
         crawler = self.crawler
         if crawler.apprentice is None:
             store = crawler.store  # a shared crawl's unit runs again if it deadlocked with another worker's page
-            store.run_unit(lambda: store.set_priorities(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2))))
+            rows = sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)), key=lambda row: row[1])
+            for start in range(0, len(rows), PRIORITIES_PER_UNIT):
+                store.run_unit(lambda chunk=rows[start:start + PRIORITIES_PER_UNIT]: store.set_priorities(chunk))
         crawler.frontier.resync()
         crawler.progress.recount(crawler.store)
         if crawler.adaptation is not None:

@@ -318,7 +318,8 @@ class Crawler:
             self.stop_reason = reason
         for worker in self._workers:
             worker.cancel()
-        self.steps.cancel()
+        if reason.startswith(INTERRUPTIONS):  # a budget's end waits for them
+            self.steps.cancel()
 
     def pause(self, paused: bool) -> None:
         """Pause (SIGUSR1: fetches in flight end, the process and its state stay) or go on (SIGUSR2)."""

@@ -417,6 +417,8 @@ class Adaptation:
     def rejudged(self) -> None:
         """The stored pages were judged again: the positives are this critic's."""
         self.positives = self.last_positives = self._count_positives()
+        with self.store.transaction():
+            self.store.set_meta(adaptation_last_positives=self.last_positives)
 
     def log_step(self, kind: str, detail: dict, pages: int | None = None) -> None:
         """Record a step taken at ``pages`` (by default now; inside a transaction); the harvest rate
@@ -449,7 +451,7 @@ class Retraining:
 
     def start(self, read, fit) -> None:
         adaptation = self.adaptation
-        critic = adaptation.control.critic
+        self.critic = critic = adaptation.control.critic
         try:
             data = read(critic)
         except (ModelError, ValueError) as err:
@@ -462,28 +464,37 @@ class Retraining:
                 return fit(critic, data)
             except (ModelError, ValueError) as err:
                 return critic, {"error": str(err)}
+            except Exception as err:  # noqa: BLE001 - a bug: the crawl goes on with its critic, and so do the steps
+                log.exception("%s failed", self.kind)
+                return critic, {"error": f"{type(err).__name__}: {err}"}
 
         adaptation.stage_seconds["adaptation"] += time.perf_counter() - self.clock
         adaptation.control.steps.run(fitted, self.finish)
 
     def finish(self, outcome: tuple) -> None:
-        """Back on the crawl loop: the new critic takes over and the step is logged."""
+        """Back on the crawl loop: the new critic takes over, with its version (the other workers
+        of a shared crawl take it up) and the judging again it owes, and the step is logged; all
+        in one transaction. A critic fitted from one that was replaced meanwhile is dropped."""
         adaptation, control, store = self.adaptation, self.adaptation.control, self.adaptation.store
         swapping = time.perf_counter()
         adaptation.busy = False
         critic, learnt = outcome
         self.detail.update(learnt)
-        if critic is not control.critic:
-            control.set_critic(critic)
-            adaptation.critic_version = str(int(adaptation.critic_version or 0) + 1)  # the other workers take it up
-            if self.rejudge:
-                self.detail["rejudging"] = control.steps.rejudge()
+        if control.critic is not self.critic:
+            critic, self.detail["superseded"] = control.critic, True
+        meta = dict(self.meta)
         adaptation.last_trigger, adaptation.last_positives = adaptation.frontier.done, adaptation.positives
         with store.transaction():
-            store.set_meta(adaptation_last_pages=adaptation.last_trigger, critic_version=adaptation.critic_version or 0,
-                           adaptation_last_positives=adaptation.last_positives, **self.meta)
+            if critic is not control.critic:
+                control.set_critic(critic)
+                adaptation.critic_version = meta["critic_version"] = str(int(adaptation.critic_version or 0) + 1)
+                if self.rejudge:
+                    self.detail["rejudging"] = control.steps.rejudging.plan()
+            store.set_meta(adaptation_last_pages=adaptation.last_trigger,
+                           adaptation_last_positives=adaptation.last_positives, **meta)
             self.detail["seconds"] = round(time.perf_counter() - self.clock, 3)
             adaptation.log_step(self.kind, self.detail, self.pages)
+        control.steps.resume()
         adaptation.stage_seconds["adaptation"] += time.perf_counter() - swapping
         log.info("%s: %s", self.kind, self.detail)
 
