@@ -126,31 +126,49 @@ def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_y
     assert "Traceback" not in missing.stderr + apprentice.stderr + unreachable.stderr
 
 
-def test_one_worker_at_a_time_takes_the_reliable_negatives_steps_and_the_other_judges_with_its_critic(
-        serve, tmp_path, postgres_dsn):
+def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict) -> tuple[psycopg.Connection, list, str]:
+    """A best-first crawl of 200 pages by two workers with these learning steps: its tables, the
+    steps (pages, kind, detail) and the crawl's log."""
     site = build_site(pages=300, hosts=4, seed=5)
     server = serve(make_app(site))
     config = topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy="best-first",
-                          budget={"max_pages": 200}, adaptation={"negatives_after": 20},
+                          budget={"max_pages": 200}, adaptation=adaptation,
                           politeness={"min_interval": 0.2, "per_host_connections": 1},  # long enough to look twice
                           fetch={"loopback_only": True, "concurrency": 4, "processes": 1}, frontier={"lease_seconds": LEASE})
     path, name, directory = tmp_path / "crawl.yml", f"t{uuid.uuid4().hex[:12]}", tmp_path / "crawl"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
-    done = run("crawl", str(path), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--out", str(directory))
+    done = run("crawl", str(path), "--db", dsn, "--crawl", name, "--workers", "2", "--out", str(directory))
     assert done.returncode == 0, done.stderr
-    db = tables(postgres_dsn, name)
+    db = tables(dsn, name)
     assert len(db.execute("SELECT DISTINCT worker FROM fetches").fetchall()) == 2
     steps = [(pages, kind, json.loads(detail)) for pages, kind, detail in db.execute(
         "SELECT pages, kind, detail FROM adaptations ORDER BY id")]
+    return db, steps, (directory / "crawl.log").read_text(encoding="utf-8")
+
+
+def test_one_worker_at_a_time_takes_the_reliable_negatives_steps_and_the_other_judges_with_its_critic(
+        serve, tmp_path, postgres_dsn):
+    db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {"negatives_after": 20})
     pages_at = [pages for pages, _, _ in steps]
     assert {kind for _, kind, _ in steps} == {"reliable negatives"} and pages_at[0] >= 20 and len(steps) >= 2
     assert all(later >= 2 * earlier for earlier, later in zip(pages_at, pages_at[1:]))  # never two for one trigger
     published = sum("rejudging" in detail for _, _, detail in steps)
     assert published >= 1 and db.execute("SELECT value FROM meta WHERE key = 'critic_version'").fetchone() == (
         str(published),)
-    logged = (directory / "crawl.log").read_text(encoding="utf-8")
     assert "judging with the critic published as version" in logged and "Traceback" not in logged
     assert db.execute("SELECT value FROM meta WHERE key = 'rejudging'").fetchone() == ("",)  # the pages judged again
+
+
+def test_bingos_link_analysis_and_archetypes_run_in_one_worker_of_a_shared_crawl(serve, tmp_path, postgres_dsn):
+    db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {
+        "link_analysis": True, "retrain": True, "hubs": 2, "window": 20, "every_positives": 10, "harvest_below": None,
+        "require_mean": False})
+    retrainings = [detail for _, kind, detail in steps if kind == "retraining"]
+    assert retrainings and all("error" not in detail and detail["archetypes"] > 0 for detail in retrainings)
+    assert sum(detail["hub_links_promoted"] for detail in retrainings) > 0
+    assert db.execute("SELECT COUNT(DISTINCT url_id) FROM link_scores WHERE hub > 0").fetchone()[0] > 0
+    assert db.execute("SELECT value FROM meta WHERE key = 'critic_version'").fetchone() == (str(len(retrainings)),)
+    assert "judging with the critic published as version" in logged and "Traceback" not in logged
 
 
 def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shared_crawl, postgres_dsn):

@@ -24,7 +24,10 @@ class Corrections:
 
     @classmethod
     def of(cls, marks) -> Corrections:
-        """What the crawl's users said (a :class:`~focuscrawl.store.UserMarks`)."""
+        """What the crawl's users said (a :class:`~focuscrawl.store.UserMarks`; None: a crawl
+        shared by workers, whose users mark pages in a snapshot, not in the crawl)."""
+        if marks is None:
+            return cls({}, set(), {})
         return cls(marks.labels(), marks.excluded_terms(), marks.indicators())
 
     def examples(self, critic, store) -> tuple[dict[str, dict[str, str]], list[str]]:

@@ -336,7 +336,7 @@ class Adaptation:
         """Archetypes of every topic (none a reviewer said is elsewhere), then a critic retrained
         on them, the original examples and the reviewers' corrections."""
         critic = self.control.critic
-        corrections = Corrections.of(self.store.search.marks)
+        corrections = Corrections.of(self.store.search and self.store.search.marks)
         chosen = {scores.topic: [i for i in archetypes_of(self.settings, self.store.queries, critic, self.control.seeds,
                                                           self.basis, scores, admit_all)
                                  if not corrections.contradicted(critic, scores.topic, i)] for scores in analyses}
@@ -378,7 +378,7 @@ class Adaptation:
             self.basis, found = self.basis + found, []
             detail["training_basis"] = len(self.basis)
         self.archetypes = found
-        self.control.set_critic(retrained)
+        self.publish(retrained)
         if self.settings.reclassify:
             self.control.steps.rejudge()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
@@ -401,6 +401,12 @@ class Adaptation:
         Retraining(self, "reliable negatives", rejudge=True, meta={"negatives_next": self.negatives_next}).start(
             lambda critic: unlabeled_pages(critic, self.store.queries, self.control.seeds, seed=pages),
             lambda critic, rows: negatives_critic(critic, rows, quantile))
+
+    def publish(self, critic) -> None:
+        """A retrained critic takes over here, and with a new version (in a shared crawl, in every worker)."""
+        self.control.set_critic(critic)
+        self.critic_version = str(int(self.critic_version or 0) + 1)
+        self.store.set_meta(critic_version=self.critic_version)
 
     def _follow(self) -> None:
         """Judge with the critic the elected worker published last (looked up every few seconds)."""
@@ -482,16 +488,14 @@ class Retraining:
         self.detail.update(learnt)
         if control.critic is not self.critic:
             critic, self.detail["superseded"] = control.critic, True
-        meta = dict(self.meta)
         adaptation.last_trigger, adaptation.last_positives = adaptation.frontier.done, adaptation.positives
         with store.transaction():
             if critic is not control.critic:
-                control.set_critic(critic)
-                adaptation.critic_version = meta["critic_version"] = str(int(adaptation.critic_version or 0) + 1)
+                adaptation.publish(critic)
                 if self.rejudge:
                     self.detail["rejudging"] = control.steps.rejudging.plan()
             store.set_meta(adaptation_last_pages=adaptation.last_trigger,
-                           adaptation_last_positives=adaptation.last_positives, **meta)
+                           adaptation_last_positives=adaptation.last_positives, **self.meta)
             self.detail["seconds"] = round(time.perf_counter() - self.clock, 3)
             adaptation.log_step(self.kind, self.detail, self.pages)
         control.steps.resume()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import REVIVABLE, Discovered, Item, Seen
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 NOW = "extract(epoch from clock_timestamp())"
@@ -130,6 +130,26 @@ def hand_over_intervals(db: psycopg.Connection, hosts: Hosts) -> None:
         db.execute(f"INSERT INTO hosts (host, next_allowed) SELECT h, {NOW} + w FROM unnest(%s::text[], %s::float8[])"
                    f" AS t(h, w) ORDER BY h ON CONFLICT (host) DO UPDATE SET next_allowed = GREATEST(hosts.next_allowed,"
                    f" EXCLUDED.next_allowed)", ([name for name, _ in waits], [wait for _, wait in waits]))
+
+
+def promote_urls(db: psycopg.Connection, priorities: dict[int, float]) -> int:
+    """URLs to the head of the shared frontier (priority HEAD + the given score), those the crawl
+    policy had left aside queued again (not those refused by nofollow or max_depth), their hosts'
+    best raised; how many."""
+    ids = sorted(priorities)
+    rows = db.execute(
+        f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = t.p FROM unnest(%s::bigint[], %s::float8[])"
+        f" AS t(id, p) WHERE urls.id = t.id AND (urls.state = {QUEUED} OR (urls.state = {SKIPPED} AND urls.skip_reason"
+        f" = ANY(%s))) AND urls.host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')"
+        f" RETURNING urls.host, urls.priority",
+        (ids, [HEAD + priorities[i] for i in ids], [TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL])).fetchall()
+    best: dict[str, float] = {}
+    for host, priority in rows:
+        best[host] = max(best.get(host, priority), priority)
+    hosts = sorted(best)
+    db.execute("INSERT INTO hosts (host, best) SELECT * FROM unnest(%s::text[], %s::float8[]) ON CONFLICT (host)"
+               " DO UPDATE SET best = GREATEST(hosts.best, EXCLUDED.best)", (hosts, [best[h] for h in hosts]))
+    return len(rows)
 
 
 @dataclass
@@ -373,6 +393,9 @@ class PgFrontier:
             lease.items.clear()
             self._give_back(lease)
         self.db.execute(f"UPDATE workers SET stopped_at = {NOW} WHERE worker = %s", (self.worker,))
+
+    def promote(self, priorities: dict[int, float]) -> int:
+        return promote_urls(self.db, priorities)  # as the SQLite frontier's (BINGO!'s best hubs' links)
 
     def learn_cluster(self, item: Item, relevance: float) -> None:
         pass  # link clusters are not shared yet (the worker refuses strategies that use them)

@@ -9,7 +9,8 @@ second of pages, whose URLs are then handed out again. There is no group commit:
 commit is not SQLite's file sync.
 
 Built so far: the page path of a crawl without the apprentice, the near-duplicate signatures
-or the search index (the worker refuses configurations that need them)."""
+or the search index (the worker refuses configurations that need them), and what the critic's
+learning steps read and write (one worker takes them: :meth:`PgRepository.leads`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
-from focuscrawl.store.queries import FAILURE_ROWS, failures_grouped, sample_with
+from focuscrawl.store.queries import FAILURE_ROWS, LinkAnalysisQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
@@ -87,6 +88,16 @@ CREATE INDEX IF NOT EXISTS links_source ON links (source_id);
 CREATE INDEX IF NOT EXISTS links_target ON links (target_id);
 CREATE TABLE IF NOT EXISTS sitemaps (origin text NOT NULL, url text NOT NULL, PRIMARY KEY (origin, url));
 CREATE TABLE IF NOT EXISTS models (name text PRIMARY KEY, data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS link_scores (
+    topic text NOT NULL,
+    url_id bigint NOT NULL,
+    hub double precision NOT NULL,
+    authority double precision NOT NULL,
+    pagerank double precision NOT NULL,
+    confidence_pagerank double precision NOT NULL,
+    computed_at double precision NOT NULL,
+    PRIMARY KEY (topic, url_id)
+);
 CREATE TABLE IF NOT EXISTS adaptations (
     id bigserial PRIMARY KEY,
     pages bigint NOT NULL,
@@ -126,11 +137,19 @@ LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps 
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
-class PgQueries:
-    """The read views the page path asks for (the SQLite crawl's are :class:`.queries.Queries`)."""
+class PgQueries(LinkAnalysisQueries):
+    """The read views the page path and the learning steps ask for (the SQLite crawl's are
+    :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
 
     def __init__(self, db: psycopg.Connection):
         self.db = db
+
+    def _execute(self, sql: str, arguments: tuple = ()):
+        return self.db.execute(sql.replace("%", "%%").replace("?", "%s"), arguments)
+
+    def _executemany(self, sql: str, rows) -> None:
+        with self.db.cursor() as cursor:
+            cursor.executemany(sql.replace("%", "%%").replace("?", "%s"), list(rows))
 
     def fetch_counts(self) -> tuple[int, int, int, int]:
         """Responses received, errors, URLs refused by our own rules, and attempts in all (every worker's)."""
@@ -211,6 +230,15 @@ class PgQueries:
             "SELECT u.id, u.depth, u.url, d.relevance, p.priority, 1.0::float8 FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
             f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE u.state = {QUEUED} AND u.tunnel = 0"
             " AND u.priority < %s", (below,)).fetchall()
+
+    def confident_pages(self, threshold: float, topic: str) -> dict[int, float]:
+        return dict(self.db.execute(
+            "SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
+            " WHERE relevance >= %s AND COALESCE(topic, '') = %s", (threshold, topic)).fetchall())
+
+    def followed_links(self, source_id: int) -> list[int]:
+        return [t for (t,) in self.db.execute("SELECT target_id FROM links WHERE source_id = %s AND NOT nofollow",
+                                              (source_id,))]
 
     def log_adaptation(self, pages: int, kind: str, detail: dict) -> int:
         return self.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (%s, %s, %s, %s) RETURNING id",
@@ -418,7 +446,8 @@ class PgRepository:
         self.harvest_log.flush()
 
 
-SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps", "adaptations")
+SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps", "adaptations",
+                   "link_scores")
 
 
 def snapshot(dsn: str, crawl: str, directory: Path, rows_per_batch: int = 10_000) -> dict[str, int]:

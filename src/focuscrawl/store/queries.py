@@ -109,13 +109,19 @@ def meta_of(directory: Path) -> dict[str, str]:
 
 class LinkAnalysisQueries:
     """Link analysis's queries (graph.py): the topics, their base sets, the scores. Part of
-    ``Queries``; a class of its own only so that each stays short."""
+    ``Queries`` (and of a shared crawl's ``PgQueries``, which runs the same SQL on PostgreSQL)."""
 
     db: sqlite3.Connection
 
+    def _execute(self, sql: str, arguments: tuple = ()):
+        return self.db.execute(sql, arguments)
+
+    def _executemany(self, sql: str, rows) -> None:
+        self.db.executemany(sql, rows)
+
     def crawl_topics(self) -> list[str]:
         """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
-        topics = [t for (t,) in self.db.execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
+        topics = [t for (t,) in self._execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
         return topics or [""]
 
     def base_set(self, topic: str, threshold: float
@@ -127,20 +133,20 @@ class LinkAnalysisQueries:
         where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
         arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
         for table in ("root_set", "base_set"):
-            self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
-            self.db.execute(f"DELETE FROM {table}")
-        self.db.execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
-        self.db.execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
-                   " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
-                   " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
-                   " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
-        url_ids = np.array([i for (i,) in self.db.execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
-        root = np.array([i for (i,) in self.db.execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
-        pairs = np.array(self.db.execute(
+            self._execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            self._execute(f"DELETE FROM {table}")
+        self._execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
+        self._execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
+                      " UNION SELECT l.target_id FROM links l JOIN urls u ON u.id = l.target_id"
+                      " WHERE l.source_id IN (SELECT id FROM root_set) AND u.url LIKE 'http%'"  # not mailto:, irc:, …
+                      " UNION SELECT source_id FROM links WHERE target_id IN (SELECT id FROM root_set)")
+        url_ids = np.array([i for (i,) in self._execute("SELECT id FROM base_set ORDER BY id")], dtype=np.int64)
+        root = np.array([i for (i,) in self._execute("SELECT id FROM root_set ORDER BY id")], dtype=np.int64)
+        pairs = np.array(self._execute(
             "SELECT DISTINCT l.source_id, l.target_id FROM base_set b JOIN links l ON l.source_id = b.id"
             " WHERE l.target_id IN (SELECT id FROM base_set) AND l.source_id != l.target_id").fetchall(),
             dtype=np.int64).reshape(-1, 2)
-        info = {i: (url, host, relevance) for i, url, host, relevance in self.db.execute(
+        info = {i: (url, host, relevance) for i, url, host, relevance in self._execute(
             "SELECT u.id, u.url, u.host, d.relevance FROM base_set b JOIN urls u ON u.id = b.id"
             " LEFT JOIN documents d ON d.url_id = u.id")}
         return url_ids, root, pairs, info
@@ -148,9 +154,9 @@ class LinkAnalysisQueries:
     def save_link_scores(self, topic: str, url_ids: list[int], columns: dict[str, list[float]]) -> None:
         """Replace the topic's stored scores; ``columns``: hub, authority, pagerank and
         confidence_pagerank, each per URL id (call inside a transaction)."""
-        self.db.execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
+        self._execute("DELETE FROM link_scores WHERE topic = ?", (topic,))
         now = time.time()
-        self.db.executemany(
+        self._executemany(
             "INSERT INTO link_scores (topic, url_id, hub, authority, pagerank, confidence_pagerank, computed_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             zip([topic] * len(url_ids), url_ids, columns["hub"], columns["authority"], columns["pagerank"],
