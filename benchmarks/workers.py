@@ -1,8 +1,10 @@
 """A crawl shared by 1, 2 and 4 workers on PostgreSQL, against the test web: pages/s and its
 scaling, URLs fetched twice, politeness as the server's access log saw it, PostgreSQL statements
-per page, and (``--kill``) a worker killed with SIGKILL half way.
+per page, the true harvest rate (the test web's ground truth), and (``--kill``) a worker killed
+with SIGKILL half way. ``--adaptation JSON`` adds learning steps (one elected worker takes them).
 
     python benchmarks/workers.py --testweb testweb --workers 1,2,4 --pages 3000 [--kill]
+    python benchmarks/workers.py --testweb testweb --workers 1,2 --adaptation '{"negatives_after": 0.1}'
 
 Each run: a throw-away PostgreSQL cluster (pg_stat_statements loaded), the test web served with
 an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (best-first with the SVM critic on
@@ -30,7 +32,10 @@ from pathlib import Path
 import psycopg
 import yaml
 
-from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config, read_topics
+from focuscrawl.evaluate.harness import ServedTestWeb, TopicTruth, crawl_config, read_topics
+from focuscrawl.testweb.groundtruth import Truth
+from focuscrawl.testweb.linkgraph import Resolver
+from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.testweb.postgres import ThrowawayPostgres
 
 
@@ -80,7 +85,7 @@ def kill_one_worker_halfway(launcher: subprocess.Popen, dsn: str, crawl: str, pa
 
 
 def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, lease: float, kill: bool,
-        keep: bool) -> dict:
+        keep: bool, adaptation: dict, is_relevant) -> dict:
     cluster = ThrowawayPostgres(shared_preload_libraries="pg_stat_statements", shared_buffers="512MB")
     work = Path(tempfile.mkdtemp(prefix="focuscrawl-workers-"))
     server = ServedTestWeb(testweb, access_log=work / "access.log")
@@ -88,7 +93,8 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         with psycopg.connect(cluster.dsn, autocommit=True) as db:
             db.execute("CREATE EXTENSION pg_stat_statements")
         data = crawl_config(topic, {"politeness": {"min_interval": interval}, "fetch": {"processes": 1},
-                                    "frontier": {"lease_seconds": lease}}, pages, server.host_map, None, 64)
+                                    "frontier": {"lease_seconds": lease}, "adaptation": adaptation},
+                            pages, server.host_map, None, 64)
         (work / "crawl.yml").write_text(yaml.safe_dump(data))
         before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
         started = time.monotonic()
@@ -105,6 +111,8 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
                 "SELECT COUNT(*), COUNT(DISTINCT url_id), MIN(fetched_at), MAX(fetched_at) FROM fetches"
                 " WHERE NOT refused").fetchone()
             in_flight = db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0]
+            fetched_urls = [url for (url,) in db.execute("SELECT url FROM fetches WHERE NOT refused")]
+            steps = [kind for (kind,) in db.execute("SELECT kind FROM adaptations ORDER BY id")]
             per_worker = dict(db.execute("SELECT worker, COUNT(*) FROM fetches GROUP BY worker ORDER BY worker").fetchall())
             ours = ("FROM public.pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
                     " WHERE d.datname = current_database()")
@@ -125,6 +133,8 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         "pages": fetched, "pages_per_second": round(fetched / (last - first), 1), "wall_seconds": round(wall, 1),
         "crawl_seconds": round(last - first, 1), "pages_by_worker": per_worker,
         "fetched_twice": fetched - urls, "left_in_flight": in_flight, "killed": victim,
+        "true_harvest": round(sum(map(is_relevant, fetched_urls)) / max(len(fetched_urls), 1), 3),
+        "learning_steps": len(steps),
         "statements_per_page": round(statements / fetched, 2),
         "costliest_statements": costliest,
         "cpu_ms_per_page": {"workers": round(1000 * crawl_cpu / fetched, 2),
@@ -144,16 +154,20 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=10.0, help="frontier.lease_seconds")
     parser.add_argument("--kill", action="store_true", help="SIGKILL one worker half way (runs of 2 or more workers)")
     parser.add_argument("--keep", action="store_true", help="keep each run's directory (crawl, access log)")
+    parser.add_argument("--adaptation", type=json.loads, default={}, help="adaptation settings (JSON)")
     args = parser.parse_args()
     topics = read_topics(args.testweb / "topics.yml", [args.topic] if args.topic else None)
     name, topic = next(iter(topics.items()))
-    runs = [run(args.testweb, topic, n, args.pages, args.interval, args.lease, args.kill and n > 1, args.keep)
-            for n in map(int, args.workers.split(","))]
+    webmap = WebMap(args.testweb)
+    resolver = Resolver(webmap)
+    truth = TopicTruth(resolver, Truth(webmap, {name: topic}).topics[name], {resolver.reach(u) for u in topic["seeds"]})
+    runs = [run(args.testweb, topic, n, args.pages, args.interval, args.lease, args.kill and n > 1, args.keep,
+                args.adaptation, truth.is_relevant) for n in map(int, args.workers.split(","))]
     base = runs[0]["pages_per_second"]
     for result in runs:
         result["scaling"] = round(result["pages_per_second"] / base, 2)
     print(json.dumps({"testweb": str(args.testweb), "topic": name, "interval": args.interval, "cores": os.cpu_count(),
-                      "runs": runs}, indent=2))
+                      "adaptation": args.adaptation, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

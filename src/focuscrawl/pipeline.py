@@ -67,7 +67,9 @@ class PagePipeline:
             judged = await self.judges.judge(response.body, response.final_url, response.charset,
                                              response.headers.get("x-robots-tag", ""))
         if judged.judgement is not None and self._critic is not critic:  # retrained meanwhile: not judged again later
+            clock = time.perf_counter()
             judged.judgement = self._critic.judge(judged.page)
+            judged.classify_seconds += time.perf_counter() - clock
         self.stage_seconds["parse"] += judged.parse_seconds
         self.stage_seconds["classify"] += judged.classify_seconds
         self._record(item, response, judged)
