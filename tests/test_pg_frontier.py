@@ -13,7 +13,7 @@ import pytest
 
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.frontier import Discovered
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, Discovered
 from focuscrawl.store.pg_frontier import PgFrontier, connect
 from focuscrawl.store.pg_repository import PgRepository
 
@@ -122,3 +122,15 @@ def test_one_worker_at_a_time_is_elected_to_learn_and_another_takes_over_when_it
         assert second.leads()
     finally:
         second.close()
+
+
+def test_the_learning_steps_queue_left_aside_urls_again_and_put_hub_links_first(postgres_dsn, crawl):
+    a = worker(postgres_dsn, crawl, "a")
+    queued, aside, refused = (a.add([Discovered(f"http://{host}.test/{i}", f"{host}.test", 0.1, reason) for i in range(3)],
+                                    1, None) for host, reason in (("q", None), ("phase", OUT_OF_PHASE), ("deep", "beyond max depth")))
+    assert a.requeue([(0.5, url_id) for url_id in aside]) == 3  # the learning phase's leftovers
+    assert a.promote({queued[0]: 0.7, aside[0]: 0.2, refused[0]: 0.9}) == 2  # not one refused for depth
+    best = dict(a.db.execute("SELECT host, best FROM hosts").fetchall())
+    assert best["q.test"] == HEAD + 0.7 and best["phase.test"] == HEAD + 0.2 and best.get("deep.test") is None
+    first = a.next_ready()
+    assert (first.url_id, first.priority) == (queued[0], HEAD + 0.7)

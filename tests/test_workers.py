@@ -171,6 +171,18 @@ def test_bingos_link_analysis_and_archetypes_run_in_one_worker_of_a_shared_crawl
     assert "judging with the critic published as version" in logged and "Traceback" not in logged
 
 
+def test_the_learning_phase_of_a_shared_crawl_ends_in_every_worker_when_the_elected_one_switches(
+        serve, tmp_path, postgres_dsn):
+    db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {
+        "learning_phase": True, "learning_pages": 0.25, "link_analysis": True, "retrain": True, "hubs": 2,
+        "every_positives": None, "harvest_below": None, "require_mean": False})
+    phases = [(pages, detail) for pages, kind, detail in steps if kind == "phase"]
+    assert len(phases) == 1 and phases[0][1]["phase"] == "harvesting" and phases[0][0] >= 50
+    assert any(kind == "retraining" and detail["reason"] == "start of the harvesting phase" for _, kind, detail in steps)
+    assert db.execute("SELECT value FROM meta WHERE key = 'phase'").fetchone() == ("harvesting",)
+    assert "the harvesting phase, as the elected worker switched" in logged and "Traceback" not in logged
+
+
 def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shared_crawl, postgres_dsn):
     """The directory's config names the database: the tools of an SQLite crawl read the shared one."""
     server, config, name, directory = shared_crawl

@@ -203,7 +203,7 @@ class Adaptation:
         self.settings = config.adaptation
         self.busy = False  # a step is being taken beside the crawl
         self.leading = store.leads()  # a shared crawl's steps are one worker's (the others follow its critic)
-        self.critic_version, self._look_at = store.get_meta("critic_version"), 0.0
+        self.publication = Publication(store, control)
         self._load()
 
     def _load(self) -> None:
@@ -235,11 +235,11 @@ class Adaptation:
         """After each page's transaction: count, and adapt when a trigger fires (in a shared crawl,
         the elected worker; the others judge with the critic it published)."""
         if not self.store.leads():
-            self._follow()
+            self.publication.follow()
             return
         if not self.leading:  # elected now (the worker before died): the steps so far were its
-            self.leading, self._look_at = True, 0.0
-            self._follow()  # its last critic first
+            self.leading = True
+            self.publication.follow(now=True)  # its last critic first
             self._load()
             self.control.steps.resume(reread=True)
         if relevance is not None:
@@ -278,9 +278,14 @@ class Adaptation:
         return float(np.mean(self.window)) if self.window else None
 
     def frontier_exhausted(self) -> bool:
-        """Nothing left in the learning phase's scope: start harvesting (True: the crawl goes on)."""
+        """Nothing left in the learning phase's scope: start harvesting (True: the crawl goes on).
+        A shared crawl's worker that is not elected takes up a switch already made, or ends."""
         if self.control.phase != "learning":
             return False
+        if not self.store.leads():
+            self.publication.follow(now=True)
+            self.frontier.resync()
+            return self.control.phase != "learning" and self.frontier.size > 0
         self.start_harvesting("learning phase scope exhausted")
         return self.frontier.size > 0
 
@@ -378,7 +383,7 @@ class Adaptation:
             self.basis, found = self.basis + found, []
             detail["training_basis"] = len(self.basis)
         self.archetypes = found
-        self.publish(retrained)
+        self.publication.publish(retrained)
         if self.settings.reclassify:
             self.control.steps.rejudge()
         return {**detail, "archetypes": used, "by_topic": {t: len(pages) for t, pages in archetypes.items()},
@@ -402,24 +407,6 @@ class Adaptation:
             lambda critic: unlabeled_pages(critic, self.store.queries, self.control.seeds, seed=pages),
             lambda critic, rows: negatives_critic(critic, rows, quantile))
 
-    def publish(self, critic) -> None:
-        """A retrained critic takes over here, and with a new version (in a shared crawl, in every worker)."""
-        self.control.set_critic(critic)
-        self.critic_version = str(int(self.critic_version or 0) + 1)
-        self.store.set_meta(critic_version=self.critic_version)
-
-    def _follow(self) -> None:
-        """Judge with the critic the elected worker published last (looked up every few seconds)."""
-        if time.monotonic() < self._look_at:
-            return
-        self._look_at = time.monotonic() + FOLLOW_SECONDS
-        version = self.store.get_meta("critic_version")
-        if version != self.critic_version:
-            self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
-                                                   "a critic or a taxonomy model", "the critic published")
-            self.critic_version = version
-            log.info("judging with the critic published as version %s", version)
-
     def rejudged(self) -> None:
         """The stored pages were judged again: the positives are this critic's."""
         self.positives = self.last_positives = self._count_positives()
@@ -439,6 +426,38 @@ class Adaptation:
             store.queries.add_to_adaptation(self.measuring, harvest_after=self.window_harvest())
             store.set_meta(adaptation_measuring="")
         self.measuring = None
+
+
+class Publication:
+    """The crawl's critic and phase as the worker taking the learning steps publishes them and the
+    others take them up (in a shared crawl; an SQLite crawl's one process publishes to nobody)."""
+
+    def __init__(self, store, control: CrawlControl):
+        self.store, self.control = store, control
+        self.version, self._look_at = store.get_meta("critic_version"), 0.0
+
+    def publish(self, critic) -> None:
+        """A retrained critic takes over here, with a new version (in a shared crawl, in every worker)."""
+        self.control.set_critic(critic)
+        self.version = str(int(self.version or 0) + 1)
+        self.store.set_meta(critic_version=self.version)
+
+    def follow(self, now: bool = False) -> None:
+        """Judge with the critic published last, in the phase switched to last (looked up every
+        few seconds, or ``now``)."""
+        if not now and time.monotonic() < self._look_at:
+            return
+        self._look_at = time.monotonic() + FOLLOW_SECONDS
+        phase = self.store.get_meta("phase")
+        if phase and phase != self.control.phase:
+            self.control.set_phase(phase)
+            log.info("the %s phase, as the elected worker switched", phase)
+        version = self.store.get_meta("critic_version")
+        if version != self.version:
+            self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
+                                                   "a critic or a taxonomy model", "the critic published")
+            self.version = version
+            log.info("judging with the critic published as version %s", version)
 
 
 class Retraining:
@@ -491,7 +510,7 @@ class Retraining:
         adaptation.last_trigger, adaptation.last_positives = adaptation.frontier.done, adaptation.positives
         with store.transaction():
             if critic is not control.critic:
-                adaptation.publish(critic)
+                adaptation.publication.publish(critic)
                 if self.rejudge:
                     self.detail["rejudging"] = control.steps.rejudging.plan()
             store.set_meta(adaptation_last_pages=adaptation.last_trigger,

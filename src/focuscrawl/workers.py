@@ -5,14 +5,14 @@ the database, its WARC files go to the shared directory), ``run_local`` starts N
 The crawl directory's config names the database, so ``status``, ``export`` and ``resume`` read
 it there, and ``take_snapshot`` copies it into the directory for the search index and portal.
 
-The learning steps of the critic (BINGO!'s link analysis, archetypes and hubs, reliable negatives,
-Pant's pseudo examples) are taken by one worker at a time, elected by an advisory lock
-(``PgRepository.leads``); it publishes each new critic in the database and the others load it
-within seconds (``Adaptation``). Its triggers count the pages it handles itself.
+The learning steps of the critic (BINGO!'s phases, link analysis, archetypes and hubs, reliable
+negatives, Pant's pseudo examples) are taken by one worker at a time, elected by an advisory lock
+(``PgRepository.leads``); it publishes each new critic and phase in the database and the others
+take them up within seconds (``Adaptation``). Its triggers count the pages it handles itself.
 
-Not shared yet, so refused: the apprentice, BINGO!'s learning phase, the bounded queue and
-near-duplicate signatures; off: link clusters (each worker's would learn alone) and the search
-index kept while crawling (built from a snapshot instead)."""
+Not shared yet, so refused: the apprentice, the bounded queue and near-duplicate signatures;
+off: link clusters (each worker's would learn alone) and the search index kept while crawling
+(built from a snapshot instead)."""
 
 from __future__ import annotations
 
@@ -49,8 +49,6 @@ def unshared(config: CrawlConfig) -> list[str]:
     problems = []
     if config.strategy == "apprentice":
         problems.append("strategy: apprentice")
-    if config.adaptation.learning_phase:
-        problems.append("adaptation.learning_phase")
     if config.focus.max_queued is not None:
         problems.append("focus.max_queued")
     if config.store.near_duplicates:

@@ -132,24 +132,45 @@ def hand_over_intervals(db: psycopg.Connection, hosts: Hosts) -> None:
                    f" EXCLUDED.next_allowed)", ([name for name, _ in waits], [wait for _, wait in waits]))
 
 
-def promote_urls(db: psycopg.Connection, priorities: dict[int, float]) -> int:
-    """URLs to the head of the shared frontier (priority HEAD + the given score), those the crawl
-    policy had left aside queued again (not those refused by nofollow or max_depth), their hosts'
-    best raised; how many."""
-    ids = sorted(priorities)
-    rows = db.execute(
-        f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = t.p FROM unnest(%s::bigint[], %s::float8[])"
-        f" AS t(id, p) WHERE urls.id = t.id AND (urls.state = {QUEUED} OR (urls.state = {SKIPPED} AND urls.skip_reason"
-        f" = ANY(%s))) AND urls.host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')"
-        f" RETURNING urls.host, urls.priority",
-        (ids, [HEAD + priorities[i] for i in ids], [TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL])).fetchall()
+def queue_again(db: psycopg.Connection, rows: list[tuple[float, int]], reasons: list[str] | None = None,
+                queued_too: bool = False) -> int:
+    """URLs given as (priority, id) queued at that priority: skipped ones (for one of ``reasons``;
+    None: for any) and, with ``queued_too``, queued ones; not on a host gone bad. Their hosts'
+    best is raised; how many."""
+    rows = sorted(rows, key=lambda row: row[1])
+    queued = f"urls.state = {QUEUED} OR " if queued_too else ""
+    updated = db.execute(
+        f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = t.p FROM unnest(%s::float8[], %s::bigint[])"
+        f" AS t(p, id) WHERE urls.id = t.id AND ({queued}(urls.state = {SKIPPED} AND (%s OR urls.skip_reason = ANY(%s))))"
+        f" AND urls.host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}') RETURNING urls.host, urls.priority",
+        ([p for p, _ in rows], [i for _, i in rows], reasons is None, reasons or [])).fetchall()
     best: dict[str, float] = {}
-    for host, priority in rows:
+    for host, priority in updated:
         best[host] = max(best.get(host, priority), priority)
     hosts = sorted(best)
     db.execute("INSERT INTO hosts (host, best) SELECT * FROM unnest(%s::text[], %s::float8[]) ON CONFLICT (host)"
                " DO UPDATE SET best = GREATEST(hosts.best, EXCLUDED.best)", (hosts, [best[h] for h in hosts]))
-    return len(rows)
+    return len(updated)
+
+
+class FrontierSteps:
+    """What the learning steps ask of the shared frontier (the SQLite frontier's methods of the
+    same names): BINGO!'s hubs' links to the head, the learning phase's leftovers queued."""
+
+    db: psycopg.Connection
+
+    def promote(self, priorities: dict[int, float]) -> int:
+        return queue_again(self.db, [(HEAD + p, url_id) for url_id, p in priorities.items()],
+                           [TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL], queued_too=True)
+
+    def requeue(self, rows: list[tuple[float, int]]) -> int:
+        return queue_again(self.db, rows)
+
+    def learn_cluster(self, item: Item, relevance: float) -> None:
+        pass  # link clusters are not shared yet (a worker's would learn alone)
+
+    def reapply_clusters(self) -> int:
+        return 0
 
 
 @dataclass
@@ -160,7 +181,7 @@ class Lease:
     items: list[Item] = field(default_factory=list)
 
 
-class PgFrontier:
+class PgFrontier(FrontierSteps):
     """The worker's side of the shared frontier (the crawl's :class:`~focuscrawl.frontier.Frontier`
     protocol: seen set, queue, hand-out, finish). ``leases``: hosts held at once; ``batch``: URLs
     taken per lease; ``lease_seconds``: how long a lease lives without renewal."""
@@ -393,15 +414,6 @@ class PgFrontier:
             lease.items.clear()
             self._give_back(lease)
         self.db.execute(f"UPDATE workers SET stopped_at = {NOW} WHERE worker = %s", (self.worker,))
-
-    def promote(self, priorities: dict[int, float]) -> int:
-        return promote_urls(self.db, priorities)  # as the SQLite frontier's (BINGO!'s best hubs' links)
-
-    def learn_cluster(self, item: Item, relevance: float) -> None:
-        pass  # link clusters are not shared yet (the worker refuses strategies that use them)
-
-    def reapply_clusters(self) -> int:
-        return 0
 
     def drop_host(self, name: str) -> int:
         """A bad host: its queued URLs are skipped for the rest of the crawl, by every worker."""

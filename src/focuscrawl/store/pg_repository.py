@@ -31,7 +31,7 @@ from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, LinkAnalysisQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
-from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
+from focuscrawl.store.schema import QUEUED, SKIPPED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
 
 SCHEMA = """
@@ -224,17 +224,21 @@ class PgQueries(LinkAnalysisQueries):
             cursor.executemany("UPDATE documents SET relevance = %s, topic = %s, confidence = %s WHERE url_id = %s",
                                list(rows))
 
+    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, 1.0::float8 FROM urls u"  # no link clusters
+                     " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id")
+
     def queued_with_parents(self, below: float) -> list[tuple]:
-        """As the SQLite crawl's (link clusters are not shared: a factor of 1)."""
-        return self.db.execute(
-            "SELECT u.id, u.depth, u.url, d.relevance, p.priority, 1.0::float8 FROM urls u LEFT JOIN urls p ON p.id = u.parent_id"
-            f" LEFT JOIN documents d ON d.url_id = u.parent_id WHERE u.state = {QUEUED} AND u.tunnel = 0"
-            " AND u.priority < %s", (below,)).fetchall()
+        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = {QUEUED} AND u.tunnel = 0 AND u.priority < %s",
+                               (below,)).fetchall()
 
     def confident_pages(self, threshold: float, topic: str) -> dict[int, float]:
         return dict(self.db.execute(
             "SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
             " WHERE relevance >= %s AND COALESCE(topic, '') = %s", (threshold, topic)).fetchall())
+
+    def skipped_with_parents(self, reason: str) -> list[tuple]:
+        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = {SKIPPED} AND u.skip_reason = %s",
+                               (reason,)).fetchall()
 
     def followed_links(self, source_id: int) -> list[int]:
         return [t for (t,) in self.db.execute("SELECT target_id FROM links WHERE source_id = %s AND NOT nofollow",
