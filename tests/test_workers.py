@@ -126,15 +126,16 @@ def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_y
     assert "Traceback" not in missing.stderr + apprentice.stderr + unreachable.stderr
 
 
-def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict) -> tuple[psycopg.Connection, list, str]:
-    """A best-first crawl of 200 pages by two workers with these learning steps: its tables, the
-    steps (pages, kind, detail) and the crawl's log."""
+def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict, **settings) -> tuple[psycopg.Connection, list, str]:
+    """A best-first crawl of 200 pages by two workers with these learning steps (and ``settings``):
+    its tables, the steps (pages, kind, detail) and the crawl's log."""
     site = build_site(pages=300, hosts=4, seed=5)
     server = serve(make_app(site))
     config = topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy="best-first",
                           budget={"max_pages": 200}, adaptation=adaptation,
                           politeness={"min_interval": 0.2, "per_host_connections": 1},  # long enough to look twice
-                          fetch={"loopback_only": True, "concurrency": 4, "processes": 1}, frontier={"lease_seconds": LEASE})
+                          fetch={"loopback_only": True, "concurrency": 4, "processes": 1}, frontier={"lease_seconds": LEASE},
+                          **settings)
     path, name, directory = tmp_path / "crawl.yml", f"t{uuid.uuid4().hex[:12]}", tmp_path / "crawl"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
     done = run("crawl", str(path), "--db", dsn, "--crawl", name, "--workers", "2", "--out", str(directory))
@@ -175,7 +176,7 @@ def test_the_learning_phase_of_a_shared_crawl_ends_in_every_worker_when_the_elec
         serve, tmp_path, postgres_dsn):
     db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {
         "learning_phase": True, "learning_pages": 0.25, "link_analysis": True, "retrain": True, "hubs": 2,
-        "every_positives": None, "harvest_below": None, "require_mean": False})
+        "every_positives": None, "harvest_below": None, "require_mean": False}, focus={"tunnelling": 2})
     phases = [(pages, detail) for pages, kind, detail in steps if kind == "phase"]
     assert len(phases) == 1 and phases[0][1]["phase"] == "harvesting" and phases[0][0] >= 50
     assert any(kind == "retraining" and detail["reason"] == "start of the harvesting phase" for _, kind, detail in steps)

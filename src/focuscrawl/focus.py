@@ -237,11 +237,8 @@ class Adaptation:
         if not self.store.leads():
             self.publication.follow()
             return
-        if not self.leading:  # elected now (the worker before died): the steps so far were its
-            self.leading = True
-            self.publication.follow(now=True)  # its last critic first
-            self._load()
-            self.control.steps.resume(reread=True)
+        if not self.leading:
+            self._take_lead()
         if relevance is not None:
             self.window.append(relevance)
             self.positives += relevance >= RELEVANT
@@ -286,7 +283,10 @@ class Adaptation:
             self.publication.follow(now=True)
             self.frontier.resync()
             return self.control.phase != "learning" and self.frontier.size > 0
-        self.start_harvesting("learning phase scope exhausted")
+        if not self.leading:
+            self._take_lead()
+        if self.control.phase == "learning":
+            self.start_harvesting("learning phase scope exhausted")
         return self.frontier.size > 0
 
     # -- steps ---------------------------------------------------------------------------------
@@ -304,12 +304,20 @@ class Adaptation:
         log.info("harvesting phase (%s): %d URLs left aside by the learning phase queued", reason, requeued)
         self.reorganise(HARVEST_START, learning_phase=True)
 
-    def resume(self) -> None:
+    def _take_lead(self) -> None:
+        """Elected now (the worker before died): its last critic and phase, the steps' state as the
+        crawl keeps it, and what it left undone."""
+        self.leading = True
+        self.publication.follow(now=True)
+        self._load()
+        self.resume(reread=True)
+
+    def resume(self, reread: bool = False) -> None:
         """A crawl stopped between a phase switch and its reorganisation does the latter now; one
-        stopped while judging its pages again goes on with that."""
+        stopped while judging its pages again goes on with that (``reread``: as another worker left it)."""
         if not self.leading:
             return
-        self.control.steps.resume()
+        self.control.steps.resume(reread)
         pending = self.store.get_meta("reorganise_pending")
         if pending:
             self.reorganise(pending, learning_phase=pending == HARVEST_START)

@@ -240,6 +240,11 @@ class PgQueries(LinkAnalysisQueries):
         return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = {SKIPPED} AND u.skip_reason = %s",
                                (reason,)).fetchall()
 
+    def path_step(self, url_id: int) -> tuple[int | None, int, float | None, str | None]:
+        """(parent id, depth, relevance, topic) of a URL (sharp focusing walks its path)."""
+        return self.db.execute("SELECT u.parent_id, u.depth, d.relevance, d.topic FROM urls u"
+                               " LEFT JOIN documents d ON d.url_id = u.id WHERE u.id = %s", (url_id,)).fetchone()
+
     def followed_links(self, source_id: int) -> list[int]:
         return [t for (t,) in self.db.execute("SELECT target_id FROM links WHERE source_id = %s AND NOT nofollow",
                                               (source_id,))]
