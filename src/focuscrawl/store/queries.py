@@ -133,7 +133,7 @@ class LinkAnalysisQueries:
         where = "d.relevance >= ?" + (" AND (d.topic = ? OR substr(d.topic, 1, ?) = ?)" if topic else "")
         arguments = (threshold, topic, len(topic) + 1, topic + "/") if topic else (threshold,)
         for table in ("root_set", "base_set"):
-            self._execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            self._execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY)")  # PostgreSQL: 64-bit
             self._execute(f"DELETE FROM {table}")
         self._execute(f"INSERT INTO root_set SELECT d.url_id FROM documents d WHERE {where}", arguments)
         self._execute("INSERT INTO base_set SELECT id FROM root_set"  # links come from fetched pages only
