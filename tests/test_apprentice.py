@@ -357,7 +357,7 @@ def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(i
     due = []
     for learnt in (0, 100, 110, 124, 125, 150, 157):
         crawler.apprentice.model.instances_ = np.array([learnt / 2, learnt / 2])
-        due.append(crawler.apprentice.rescore_due())
+        due.append(crawler.apprentice.rescore_due(crawler.apprentice.model))
     assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
     crawler.store.close()
 
@@ -387,7 +387,7 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     for chunk in (1, 3, 50_000):
         db.execute("UPDATE urls SET priority = -1 WHERE state = 0")
         db.commit()
-        assert crawler.apprentice.rescore_frontier(chunk=chunk) == len(expected)
+        assert crawler.apprentice.rescore_frontier(crawler.apprentice.model, chunk=chunk) == len(expected)
         crawler.store.db.commit()
         assert dict(db.execute("SELECT id, priority FROM urls WHERE state = 0")) == pytest.approx(expected)
     crawler.store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 import yaml
 from warcio.archiveiterator import ArchiveIterator
 
+from focuscrawl.apprentice import Apprentice
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 INTERVAL = 0.05
@@ -117,21 +119,23 @@ def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_y
     missing = run("worker", "--db", postgres_dsn, "--crawl", name, "--id", "w1")
     assert missing.returncode == 2 and missing.stderr.strip() == (
         f"error: {postgres_dsn}: holds no crawl named {name!r}; start one with 'focuscrawl crawl CONFIG --db …'")
-    apprentice = run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--strategy", "apprentice",
-                     "--out", str(tmp_path / "other"))
-    assert apprentice.returncode == 2 and apprentice.stderr.strip() == (
-        "error: a crawl shared by workers cannot have yet: strategy: apprentice")
+    bounded = tmp_path / "bounded.yml"
+    bounded.write_text(config.read_text(encoding="utf-8").replace("max_queued: null", "max_queued: 1000"), encoding="utf-8")
+    refused = run("crawl", str(bounded), "--db", postgres_dsn, "--crawl", name, "--out", str(tmp_path / "other"))
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "error: a crawl shared by workers cannot have yet: focus.max_queued")
     unreachable = run("worker", "--db", "postgresql:///nowhere?host=/nonexistent", "--crawl", name)
     assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in missing.stderr + apprentice.stderr + unreachable.stderr
+    assert "Traceback" not in missing.stderr + refused.stderr + unreachable.stderr
 
 
-def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict, **settings) -> tuple[psycopg.Connection, list, str]:
-    """A best-first crawl of 200 pages by two workers with these learning steps (and ``settings``):
-    its tables, the steps (pages, kind, detail) and the crawl's log."""
+def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict, strategy: str = "best-first",
+                   **settings) -> tuple[psycopg.Connection, list, str]:
+    """A crawl of 200 pages by two workers with these learning steps (and ``settings``): its
+    tables, the steps (pages, kind, detail) and the crawl's log."""
     site = build_site(pages=300, hosts=4, seed=5)
     server = serve(make_app(site))
-    config = topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy="best-first",
+    config = topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy=strategy,
                           budget={"max_pages": 200}, adaptation=adaptation,
                           politeness={"min_interval": 0.2, "per_host_connections": 1},  # long enough to look twice
                           fetch={"loopback_only": True, "concurrency": 4, "processes": 1}, frontier={"lease_seconds": LEASE},
@@ -182,6 +186,26 @@ def test_the_learning_phase_of_a_shared_crawl_ends_in_every_worker_when_the_elec
     assert any(kind == "retraining" and detail["reason"] == "start of the harvesting phase" for _, kind, detail in steps)
     assert db.execute("SELECT value FROM meta WHERE key = 'phase'").fetchone() == ("harvesting",)
     assert "the harvesting phase, as the elected worker switched" in logged and "Traceback" not in logged
+
+
+def test_one_worker_teaches_the_apprentice_of_a_shared_crawl_and_every_worker_scores_with_it(
+        serve, tmp_path, postgres_dsn):
+    db, _, logged = learning_crawl(serve, tmp_path, postgres_dsn, {}, strategy="apprentice",
+                                   apprentice={"batch": 25, "blend": False})
+    assert "Traceback" not in logged
+    batches = re.findall(r"apprentice: (\d+) new instances", logged)
+    assert len(batches) >= 4 and db.execute("SELECT value FROM meta WHERE key = 'apprentice_version'").fetchone() == (
+        str(len(batches)),)
+    assert "apprentice: scoring with the apprentice published as version" in logged
+    model = Apprentice.loads(db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()[0])
+    assert model.ready and db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone()
+    # every instance learnt once: none taken twice by the batches, none lost between two workers' units
+    assert model.instances_.sum() == db.execute("SELECT SUM(copies) FROM link_features WHERE learnt").fetchone()[0]
+    assert sum(map(int, batches)) == db.execute("SELECT COUNT(*) FROM link_features WHERE learnt").fetchone()[0]
+    assert db.execute("SELECT COUNT(DISTINCT f.worker) FROM link_features lf JOIN fetches f ON f.url_id = lf.source_id"
+                      ).fetchone()[0] == 2
+    terms = db.execute("SELECT COUNT(*), COUNT(DISTINCT id), MAX(id) FROM apprentice_terms").fetchone()
+    assert terms[0] == terms[1] > 100
 
 
 def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shared_crawl, postgres_dsn):

@@ -44,7 +44,8 @@ URL_WORD = re.compile(r"[a-z]{2,}")
 
 
 class TermIds:
-    """term -> id, persisted in the crawl database as terms appear (inside the page's transaction)."""
+    """term -> id, persisted in the crawl database as terms appear (inside the page's transaction;
+    a shared crawl's are given out by the database, the same for every worker)."""
 
     def __init__(self, queries: Queries):
         """Build again after a rolled-back transaction: the ids it gave out were lost with it."""
@@ -56,9 +57,9 @@ class TermIds:
         ids = list(map(self.ids.get, terms))  # one lookup per term in C: most pages bring no new term
         if None in ids:
             new = list(dict.fromkeys(t for t, i in zip(terms, ids) if i is None))  # the lookups already made
-            start, self.next_id = self.next_id, self.next_id + len(new)
-            self.ids.update((t, start + i) for i, t in enumerate(new))
-            self.queries.add_apprentice_terms([(t, self.ids[t]) for t in new])
+            added = self.queries.add_apprentice_terms(new, self.next_id)
+            self.ids.update(added)
+            self.next_id = max(self.next_id, max(added.values()) + 1)
             ids = list(map(self.ids.__getitem__, terms))
         return ids
 

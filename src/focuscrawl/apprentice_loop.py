@@ -1,10 +1,12 @@
 """The apprentice during a crawl (Chakrabarti et al. §2.2, §3.7): features of every new link,
 its priority once the apprentice is ready, the instances recorded in the page's transaction,
-and a batch of learning with a re-scoring of the frontier every ``apprentice.batch`` pages.
+and a batch of learning with a re-scoring of the frontier every ``apprentice.batch`` pages. In a
+shared crawl one elected worker learns and publishes the model; the others score with it.
 The model itself is :class:`focuscrawl.apprentice.Apprentice`."""
 
 from __future__ import annotations
 
+import copy
 import gc
 import logging
 import time
@@ -17,6 +19,7 @@ import numpy as np
 
 from focuscrawl.apprentice import HIGH, Apprentice, TermIds, median_score, pack, page_link_features
 from focuscrawl.config import CrawlConfig
+from focuscrawl.focus import FOLLOW_SECONDS
 from focuscrawl.frontier import Discovered, Frontier, Seen
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
@@ -54,6 +57,10 @@ class ApprenticeLoop:
         self.settings = config.apprentice
         self.store, self.frontier, self.stage_seconds = store, frontier, stage_seconds
         self.model = self._saved_or_new()
+        self.version, self._look_at = store.get_meta("apprentice_version"), 0.0  # the model published last
+        self._next_batch: int | None = None  # the page count of the next batch of learning
+        self._leading = False
+        store.track_instances()
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
                         "with" if self.model.blend is not None else "without", self.settings.blend)
@@ -98,14 +105,35 @@ class ApprenticeLoop:
         self.term_ids = TermIds(self.store.queries)
 
     def after_page(self) -> None:
-        """Every ``batch`` pages: learn, and re-score the frontier when due."""
-        if self.frontier.done % self.settings.batch:
+        """Every ``batch`` pages of the crawl: learn, and re-score the frontier when due (in a
+        shared crawl, the elected worker; the others take up the model it publishes)."""
+        if not self.store.leads():
+            self.follow()
             return
+        if not self._leading:  # elected now: go on from the model published last
+            self._leading = True
+            self.follow(now=True)
+        done, batch = self.frontier.done, self.settings.batch
+        if self._next_batch is None:
+            self._next_batch = ((done - 1) // batch + 1) * batch
+        if done < self._next_batch:
+            return
+        self._next_batch = (done // batch + 1) * batch
         try:
             self.train()
         except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
             log.exception("apprentice: training failed; continuing with the saved model")
             self.model = self._saved_or_new()
+
+    def follow(self, now: bool = False) -> None:
+        """Score with the model published last (looked up every few seconds, or ``now``)."""
+        if not now and time.monotonic() < self._look_at:
+            return
+        self._look_at = time.monotonic() + FOLLOW_SECONDS
+        version = self.store.get_meta("apprentice_version")
+        if version != self.version:
+            self.model, self.version = self._saved_or_new(), version
+            log.info("apprentice: scoring with the apprentice published as version %s", version)
 
     def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
         """The features of the page's links ``wanted`` (indices into page.links): ⟨t, d⟩, and
@@ -121,48 +149,59 @@ class ApprenticeLoop:
 
     def train(self) -> None:
         """Learn the links whose targets were judged since the last batch, then, when due,
-        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
+        re-score every queued URL (the best of its incoming links) and re-offer the hosts; all in
+        one unit (run again whole after a deadlock with another worker's page: a copy learns)."""
         clock = time.perf_counter()
-        with gc_paused(), self.store.transaction():
-            instances = self.store.take_new_instances()
-            if instances:
-                blobs, relevance, copies, parents, targets = zip(*instances)
-                if self.instance_label is not None:
-                    urls = self.store.urls_of(list(targets))
-                    relevance = [self.instance_label(urls[target]) for target in targets]
-                self.model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.queries),
-                                 np.array(copies))
-            rescored = self.rescore_frontier() if self.rescore_due() else 0
-            if rescored:
-                self.frontier.reapply_clusters()
-            self.store.save_model("apprentice", self.model.dumps())
-            if self.model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
-                self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
+        with gc_paused():
+            model, instances, rescored, self.version = self.store.run_unit(self._learn)
+        self.model = model
         if rescored:
             self.frontier.resync()
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
-        blend = self.model.blend
-        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", len(instances),
-                 *self.model.instances_, rescored,
+        blend = model.blend
+        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", instances,
+                 *model.instances_, rescored,
                  "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
-    def rescore_due(self) -> bool:
+    def _learn(self) -> tuple[Apprentice, int, int, str]:
+        """The unit of :meth:`train`: the new model, the instances it learnt, the URLs re-scored,
+        the version it is published as."""
+        model = copy.deepcopy(self.model)
+        instances = self.store.take_new_instances()
+        if instances:
+            blobs, relevance, copies, parents, targets = zip(*instances)
+            if self.instance_label is not None:
+                urls = self.store.urls_of(list(targets))
+                relevance = [self.instance_label(urls[target]) for target in targets]
+            model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.queries),
+                              np.array(copies))
+        rescored = self.rescore_frontier(model) if self.rescore_due(model) else 0
+        if rescored:
+            self.frontier.reapply_clusters()
+        version = str(int(self.version or 0) + 1)
+        self.store.save_model("apprentice", model.dumps())
+        self.store.set_meta(apprentice_version=version)
+        if model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
+            self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
+        return model, len(instances), rescored, version
+
+    def rescore_due(self, model: Apprentice) -> bool:
         """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
         instances than at the last re-scoring (by default, twice as many): the early batches,
         which change it most, still each re-score, and re-scoring costs about two passes over the
         final frontier in all (a geometric series), not one per batch (the frontier grows with the
         crawl). Links found meanwhile get the current model's score."""
-        if not self.model.ready:
+        if not model.ready:
             return False
-        learnt = float(self.model.instances_.sum())
+        learnt = float(model.instances_.sum())
         last = self.store.get_meta("apprentice_rescored_at")
         if last is not None and learnt < float(last) * (1 + self.settings.rescore_growth):
             return False
         self.store.set_meta(apprentice_rescored_at=learnt)
         return True
 
-    def rescore_frontier(self, chunk: int = 50000) -> int:
+    def rescore_frontier(self, model: Apprentice, chunk: int = 50000) -> int:
         """New priorities for the queued URLs, the best of each one's incoming links, read chunk
         by chunk in target order (never all in memory); a target whose links straddle two
         chunks keeps the best of both."""
@@ -171,7 +210,7 @@ class ApprenticeLoop:
         links = self.store.queued_link_features()
         while block := links.fetchmany(chunk):
             targets, blobs, parents = zip(*block)
-            targets, scores = np.array(targets), self.model.priority(list(blobs), np.array(parents))
+            targets, scores = np.array(targets), model.priority(list(blobs), np.array(parents))
             starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
             best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
             if carried is not None and carried[0] == firsts[0]:

@@ -5,12 +5,15 @@ the database, its WARC files go to the shared directory), ``run_local`` starts N
 The crawl directory's config names the database, so ``status``, ``export`` and ``resume`` read
 it there, and ``take_snapshot`` copies it into the directory for the search index and portal.
 
-The learning steps of the critic (BINGO!'s phases, link analysis, archetypes and hubs, reliable
-negatives, Pant's pseudo examples) are taken by one worker at a time, elected by an advisory lock
-(``PgRepository.leads``); it publishes each new critic and phase in the database and the others
-take them up within seconds (``Adaptation``). Its triggers count the pages it handles itself.
+The learning steps (the apprentice's batches of learning and re-scoring; the critic's: BINGO!'s
+phases, link analysis, archetypes and hubs, reliable negatives, Pant's pseudo examples) are taken
+by one worker at a time, elected by an advisory lock (``PgRepository.leads``); it publishes each
+new model and phase in the database and the others take them up within seconds (``Adaptation``,
+``ApprenticeLoop.follow``). The critic's triggers count the pages the elected worker handles
+itself; the apprentice's batches, the pages of every worker. Every worker records the links'
+instances, with term ids the database gives out.
 
-Not shared yet, so refused: the apprentice, the bounded queue and near-duplicate signatures;
+Not shared yet, so refused: the bounded queue and near-duplicate signatures;
 off: link clusters (each worker's would learn alone) and the search index kept while crawling
 (built from a snapshot instead)."""
 
@@ -47,8 +50,6 @@ log = logging.getLogger(__name__)
 def unshared(config: CrawlConfig) -> list[str]:
     """The settings a crawl shared by workers cannot have yet."""
     problems = []
-    if config.strategy == "apprentice":
-        problems.append("strategy: apprentice")
     if config.focus.max_queued is not None:
         problems.append("focus.max_queued")
     if config.store.near_duplicates:

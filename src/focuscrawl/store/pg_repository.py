@@ -8,9 +8,9 @@ killed loses nothing the server has received; a server crash may lose its last f
 second of pages, whose URLs are then handed out again. There is no group commit: PostgreSQL's
 commit is not SQLite's file sync.
 
-Built so far: the page path of a crawl without the apprentice, the near-duplicate signatures
-or the search index (the worker refuses configurations that need them), and what the critic's
-learning steps read and write (one worker takes them: :meth:`PgRepository.leads`)."""
+Built so far: the page path of a crawl without the near-duplicate signatures or the search
+index (the worker refuses configurations that need them), and what the learning steps (the
+critic's and the apprentice's) read and write (one worker takes them: :meth:`PgRepository.leads`)."""
 
 from __future__ import annotations
 
@@ -105,6 +105,18 @@ CREATE TABLE IF NOT EXISTS adaptations (
     detail text NOT NULL,
     at double precision NOT NULL
 );
+CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of every admissible link
+    id bigserial PRIMARY KEY,
+    source_id bigint NOT NULL,
+    target_id bigint NOT NULL,
+    features bytea NOT NULL,
+    learnt boolean NOT NULL DEFAULT false,
+    copies integer NOT NULL DEFAULT 1,
+    parent_score double precision NOT NULL DEFAULT 0
+);
+-- md5: a link's features may outgrow a B-tree entry (about 2.7 kB)
+CREATE UNIQUE INDEX IF NOT EXISTS link_features_distinct ON link_features (target_id, md5(features));
+CREATE TABLE IF NOT EXISTS apprentice_terms (id bigserial PRIMARY KEY, term text NOT NULL UNIQUE);
 """
 
 
@@ -131,6 +143,8 @@ def republish(dsn: str, crawl: str, config_json: str) -> None:
         db.execute("UPDATE meta SET value = %s WHERE key = 'config'", (config_json,))
 
 
+_SAME_LINK = ("ON CONFLICT (target_id, md5(features)) DO UPDATE SET copies = link_features.copies + EXCLUDED.copies,"
+              " parent_score = GREATEST(link_features.parent_score, EXCLUDED.parent_score)")
 T = TypeVar("T")
 UNIT_ATTEMPTS = 5  # a page's unit that keeps deadlocking fails after this many runs
 LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps over
@@ -141,8 +155,9 @@ class PgQueries(LinkAnalysisQueries):
     """The read views the page path and the learning steps ask for (the SQLite crawl's are
     :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
 
-    def __init__(self, db: psycopg.Connection):
+    def __init__(self, db: psycopg.Connection, connect: Callable[[], psycopg.Connection] | None = None):
         self.db = db
+        self._connect, self._terms_db = connect, None  # a connection of its own for new apprentice terms
 
     def _execute(self, sql: str, arguments: tuple = ()):
         return self.db.execute(sql.replace("%", "%%").replace("?", "%s"), arguments)
@@ -249,6 +264,28 @@ class PgQueries(LinkAnalysisQueries):
         return [t for (t,) in self.db.execute("SELECT target_id FROM links WHERE source_id = %s AND NOT nofollow",
                                               (source_id,))]
 
+    def median_relevance(self) -> float | None:
+        return self.db.execute("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY relevance) FROM documents").fetchone()[0]
+
+    def apprentice_terms(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT term, id FROM apprentice_terms").fetchall())
+
+    def add_apprentice_terms(self, terms: list[str], first_id: int) -> dict[str, int]:
+        """The ids of new terms as the database gives them out, the same for every worker: added
+        at once on a connection of their own, so an id outlives a page's unit rolled back after it
+        (``first_id``, the SQLite crawl's numbering, is not used)."""
+        if self._terms_db is None:
+            self._terms_db = self._connect()
+        terms = sorted(terms)  # two workers adding the same terms wait for each other in one order
+        self._terms_db.execute("INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+                               (terms,))
+        return dict(self._terms_db.execute("SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)",
+                                           (terms,)).fetchall())
+
+    def close(self) -> None:
+        if self._terms_db is not None:
+            self._terms_db.close()
+
     def log_adaptation(self, pages: int, kind: str, detail: dict) -> int:
         return self.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (%s, %s, %s, %s) RETURNING id",
                                (pages, kind, json.dumps(detail), time.time())).fetchone()[0]
@@ -276,8 +313,9 @@ class PgRepository:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.db = pg_frontier.connect(dsn, crawl)
         self.db.execute("SET synchronous_commit = off")
-        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "adaptations", SCHEMA)
-        self.queries = PgQueries(self.db)
+        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "apprentice_terms", SCHEMA)
+        self.queries = PgQueries(self.db, lambda: pg_frontier.connect(dsn, crawl))
+        self._instances_key: int | None = None  # the advisory lock that keeps the apprentice's instances whole
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
         self.harvest_log = None  # opened by the first entry: the publisher writes none
@@ -299,6 +337,7 @@ class PgRepository:
             self.warc.close()
         if self.harvest_log:
             self.harvest_log.close()
+        self.queries.close()
         self.db.close()
 
     @contextmanager
@@ -350,7 +389,10 @@ class PgRepository:
 
     def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int:
         """Archive the exchanges in this worker's WARC file (once, should the unit run again),
-        then insert the attempt."""
+        then insert the attempt (its unit first takes the instances' lock shared: see
+        :meth:`take_new_instances`)."""
+        if self._instances_key is not None:
+            self.db.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._instances_key,))
         if self._archived[0] is not response:
             self._archived = (response, self.warc.write(response) if self.warc and response.exchanges else (None, None))
         warc_file, warc_end = self._archived[1]
@@ -422,6 +464,62 @@ class PgRepository:
 
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
+
+    # -- the apprentice ------------------------------------------------------------------------
+
+    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
+        """(source, target, features, the source's critic score) of links; a link the same as one
+        stored counts as a copy of it (and keeps the better source's score)."""
+        distinct: dict[tuple[int, bytes], list] = {}
+        for source, target, features, score in rows:  # one statement may not update a row twice
+            row = distinct.setdefault((target, features), [source, target, features, score, 0])
+            row[3], row[4] = max(row[3], score), row[4] + 1
+        if distinct:
+            columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order
+            self.db.execute("INSERT INTO link_features (source_id, target_id, features, parent_score, copies) SELECT *"
+                            " FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::int[])"
+                            f" {_SAME_LINK}", [list(column) for column in columns])
+
+    def track_instances(self) -> None:
+        self._instances_key = self.db.execute("SELECT hashtext(current_schema() || ':instances')").fetchone()[0]
+
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
+        """The SQLite crawl's :meth:`~.repository.Store.take_new_instances`, whose two watermarks
+        are ids: a worker's unit may take an id and commit after another's larger one. So every
+        unit takes the instances' lock shared from its first row on (:meth:`track_instances`),
+        and the newest ids are read under the lock taken alone: with every unit that took one
+        of them committed."""
+        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
+        self.db.execute("SELECT pg_advisory_lock(%s)", (self._instances_key,))
+        try:
+            newest = self.db.execute("SELECT (SELECT COALESCE(MAX(id), 0) FROM fetches),"
+                                     " (SELECT COALESCE(MAX(id), 0) FROM link_features)").fetchone()
+        finally:
+            self.db.execute("SELECT pg_advisory_unlock(%s)", (self._instances_key,))
+        rows = self.db.execute(
+            "UPDATE link_features lf SET learnt = true FROM (SELECT lf.id, d.relevance FROM fetches f"
+            " JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id JOIN link_features lf ON lf.target_id = d.url_id"
+            " WHERE f.id > %s AND f.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt"
+            " UNION SELECT lf.id, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.id > %s AND lf.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt) AS new"
+            " WHERE lf.id = new.id RETURNING lf.id, lf.features, new.relevance, lf.copies, lf.parent_score, lf.target_id",
+            (after[0], newest[0], after[1], newest[1])).fetchall()
+        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
+        return [row[1:] for row in sorted(rows)]
+
+    def queued_link_features(self):
+        """(target id, features, source's critic score) of every link to a queued URL, ordered by
+        target, read through a cursor on the server (call inside :meth:`transaction`)."""
+        cursor = self.db.cursor(name="queued_link_features")
+        return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
+                              f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
+
+    def retarget_link_features(self, old_target: int, new_target: int) -> None:
+        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
+        self.db.execute("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
+                        " SELECT source_id, %s, features, learnt, copies, parent_score FROM link_features"
+                        f" WHERE target_id = %s ORDER BY md5(features) {_SAME_LINK}", (new_target, old_target))
+        self.db.execute("DELETE FROM link_features WHERE target_id = %s", (old_target,))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         """New priorities of queued URLs, (priority, id), and their hosts' best."""

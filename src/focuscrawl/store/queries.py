@@ -368,8 +368,11 @@ class Queries(LinkAnalysisQueries):
     def apprentice_terms(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT term, id FROM apprentice_terms"))
 
-    def add_apprentice_terms(self, rows: list[tuple[str, int]]) -> None:
-        self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", rows)
+    def add_apprentice_terms(self, terms: list[str], first_id: int) -> dict[str, int]:
+        """New terms, numbered from ``first_id`` on (this crawl's one writer gives ids out); their ids."""
+        ids = {term: first_id + i for i, term in enumerate(terms)}
+        self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", ids.items())
+        return ids
 
     # -- adaptation's log ---------------------------------------------------------------------------
 
