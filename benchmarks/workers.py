@@ -1,13 +1,15 @@
 """A crawl shared by 1, 2 and 4 workers on PostgreSQL, against the test web: pages/s and its
 scaling, URLs fetched twice, politeness as the server's access log saw it, PostgreSQL statements
 per page, the true harvest rate (the test web's ground truth), and (``--kill``) a worker killed
-with SIGKILL half way. ``--adaptation JSON`` adds learning steps (one elected worker takes them).
+with SIGKILL half way. ``--adaptation JSON`` adds learning steps, ``--strategy apprentice`` the
+apprentice (one elected worker learns).
 
     python benchmarks/workers.py --testweb testweb --workers 1,2,4 --pages 3000 [--kill]
     python benchmarks/workers.py --testweb testweb --workers 1,2 --adaptation '{"negatives_after": 0.1}'
+    python benchmarks/workers.py --testweb testweb --workers 1,2 --strategy apprentice
 
 Each run: a throw-away PostgreSQL cluster (pg_stat_statements loaded), the test web served with
-an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (best-first with the SVM critic on
+an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (by default best-first with the SVM critic on
 one topic of the web, one process per worker so that a worker is one core's work, the default
 politeness but ``--interval``). A politeness violation is two requests to one host whose arrivals
 are closer than the host's interval (by more than the server's JITTER; ``closer_than_interval``
@@ -85,7 +87,7 @@ def kill_one_worker_halfway(launcher: subprocess.Popen, dsn: str, crawl: str, pa
 
 
 def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, lease: float, kill: bool,
-        keep: bool, adaptation: dict, is_relevant) -> dict:
+        keep: bool, adaptation: dict, strategy: str, is_relevant) -> dict:
     cluster = ThrowawayPostgres(shared_preload_libraries="pg_stat_statements", shared_buffers="512MB")
     work = Path(tempfile.mkdtemp(prefix="focuscrawl-workers-"))
     server = ServedTestWeb(testweb, access_log=work / "access.log")
@@ -93,7 +95,8 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         with psycopg.connect(cluster.dsn, autocommit=True) as db:
             db.execute("CREATE EXTENSION pg_stat_statements")
         data = crawl_config(topic, {"politeness": {"min_interval": interval}, "fetch": {"processes": 1},
-                                    "frontier": {"lease_seconds": lease}, "adaptation": adaptation},
+                                    "frontier": {"lease_seconds": lease}, "adaptation": adaptation,
+                                    "strategy": strategy},
                             pages, server.host_map, None, 64)
         (work / "crawl.yml").write_text(yaml.safe_dump(data))
         before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
@@ -155,6 +158,7 @@ def main() -> None:
     parser.add_argument("--kill", action="store_true", help="SIGKILL one worker half way (runs of 2 or more workers)")
     parser.add_argument("--keep", action="store_true", help="keep each run's directory (crawl, access log)")
     parser.add_argument("--adaptation", type=json.loads, default={}, help="adaptation settings (JSON)")
+    parser.add_argument("--strategy", default="best-first", help="the crawl's strategy (apprentice: shared learning)")
     args = parser.parse_args()
     topics = read_topics(args.testweb / "topics.yml", [args.topic] if args.topic else None)
     name, topic = next(iter(topics.items()))
@@ -162,12 +166,12 @@ def main() -> None:
     resolver = Resolver(webmap)
     truth = TopicTruth(resolver, Truth(webmap, {name: topic}).topics[name], {resolver.reach(u) for u in topic["seeds"]})
     runs = [run(args.testweb, topic, n, args.pages, args.interval, args.lease, args.kill and n > 1, args.keep,
-                args.adaptation, truth.is_relevant) for n in map(int, args.workers.split(","))]
+                args.adaptation, args.strategy, truth.is_relevant) for n in map(int, args.workers.split(","))]
     base = runs[0]["pages_per_second"]
     for result in runs:
         result["scaling"] = round(result["pages_per_second"] / base, 2)
     print(json.dumps({"testweb": str(args.testweb), "topic": name, "interval": args.interval, "cores": os.cpu_count(),
-                      "adaptation": args.adaptation, "runs": runs}, indent=2))
+                      "adaptation": args.adaptation, "strategy": args.strategy, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from lxml import etree
 
-from focuscrawl.config import validate_config
+from focuscrawl.config import ConfigError, validate_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.evaluate.harness import ServedTestWeb, run_eval
 from focuscrawl.evaluate.report import write_report
@@ -155,6 +155,29 @@ def test_eval_runs_every_crawler_in_each_order_and_the_strict_order_reaches_the_
     assert results["crawlers"]["oracle-link@c8-strict"]["topics"]["networking"]["harvest_rate"] >= 0.95
     config = (tmp_path / "crawls" / "oracle-link@c8-host-parallel" / "networking-0" / "config.yml").read_text()
     assert "order: host-parallel" in config and "concurrency: 8" in config
+
+
+def test_eval_runs_each_crawl_shared_by_workers_on_postgresql_and_reads_it_as_an_sqlite_crawl(
+        small_web, tmp_path, postgres_dsn):
+    def evaluate(*crawlers: str) -> dict:
+        return run_eval(small_web, small_web / "topics.yml", list(crawlers), 200, tmp_path, only_topics=["networking"],
+                        judge=False, database=postgres_dsn, workers=2)
+
+    results = evaluate("bfs", "apprentice-online")
+    for name in ("bfs", "apprentice-online"):
+        figures = results["crawlers"][name]["topics"]["networking"]
+        assert figures["pages"] > 150 and 0 < figures["harvest_rate"] <= 1 and figures["pages_per_second"] > 0
+        warc_files = {path.name.split("-w")[-1][0] for path in (tmp_path / "crawls" / name / "networking-0" / "warc").iterdir()}
+        assert warc_files == {"1", "2"}  # each worker wrote its own
+    copy = tmp_path / "crawls" / "bfs" / "networking-0" / "crawl.db"
+    copied_at = copy.stat().st_mtime_ns
+    assert evaluate("bfs")["crawlers"]["bfs"]["topics"]["networking"] == results["crawlers"]["bfs"]["topics"]["networking"]
+    assert copy.stat().st_mtime_ns == copied_at  # found finished: not crawled again
+    with pytest.raises(ConfigError, match="oracle-link take parts from eval itself"):
+        evaluate("oracle-link")
+    lone = subprocess.run([sys.executable, "-m", "focuscrawl", "eval", "--testweb", str(small_web), "--topics",
+                           str(small_web / "topics.yml"), "--workers", "2"], capture_output=True, text=True)
+    assert lone.returncode == 2 and lone.stderr.strip() == "error: --workers: give --db postgresql://… too (workers share a crawl there)"
 
 
 def _lxml_reading(body: bytes, url: str) -> tuple[str, list[tuple[str, str]]]:

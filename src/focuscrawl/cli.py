@@ -433,10 +433,14 @@ def evaluate(
     order: str = typer.Option("default", "--order", help="the frontier's hand-out order: strict, band, host-parallel"
                               " or default; several (strict,host-parallel) run every crawler in each"),
     out: Path = typer.Option(Path("results"), "--out"),
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://…: each crawl shared by --workers local workers"),
+    workers: int = typer.Option(1, "--workers", min=1, help="with --db: worker processes per crawl"),
 ) -> None:
     """Run crawlers side by side on the test web; write results.json, plots and report.md."""
     if budget != "auto" and not budget.isdigit():
         _fail(f"--budget: {budget!r} is not a number of pages or 'auto'")
+    if workers > 1 and not db:
+        _fail("--workers: give --db postgresql://… too (workers share a crawl there)")
     names = [name.strip() for name in crawlers.split(",") if name.strip()]
     concurrencies = [c.strip() for c in concurrency.split(",") if c.strip()]
     if not concurrencies or not all(c.isdigit() and int(c) > 0 for c in concurrencies):
@@ -452,8 +456,8 @@ def evaluate(
     try:
         results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
                            seeds_per_topic, [int(c) for c in concurrencies], only_topics=topic or None, progress=show,
-                           orders=[None if o == "default" else o for o in orders])
-    except (*USER_ERRORS, FileNotFoundError) as error:
+                           orders=[None if o == "default" else o for o in orders], database=db, workers=workers)
+    except (*(SHARED_ERRORS if db else USER_ERRORS), FileNotFoundError) as error:
         _fail(str(error))
     except EvalInterrupted as error:
         print(f"stopped: {error}", file=sys.stderr)

@@ -41,7 +41,7 @@ from focuscrawl.frontier import Discovered
 from focuscrawl.learn import Critic, model_from_bytes
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.pg_frontier import hand_over_intervals, shown
-from focuscrawl.store.pg_repository import PgRepository, open_queries, published, republish, snapshot
+from focuscrawl.store.pg_repository import PgRepository, forget, open_queries, published, republish, snapshot
 from focuscrawl.topics import train_critic
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,17 @@ def take_snapshot(directory: Path) -> dict[str, int] | None:
 def open_shared(config: CrawlConfig):
     """A connection to a shared crawl's tables and its queries (status, export)."""
     return open_queries(config.store.database, config.store.crawl_name)
+
+
+def crawl_afresh(config: CrawlConfig, directory: Path, workers: int) -> int:
+    """A shared crawl from its start to its end here, as ``eval`` runs one: any crawl of that name
+    the database holds dropped, the crawl published, crawled by ``workers`` local workers, then
+    copied into the directory's crawl.db (read as an SQLite crawl's); the workers' worst exit status."""
+    forget(config.store.database, config.store.crawl_name)
+    config = publish(config, directory)
+    status = run_local(directory, config, workers)
+    take_snapshot(directory)
+    return status
 
 
 def run_local(directory: Path, config: CrawlConfig, workers: int, quiet: bool = True) -> int:

@@ -4,6 +4,7 @@ budget, same politeness; metrics from the ground truth; ``results.json``, plots,
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from focuscrawl.config import ConfigError, load_config, validate_config
+from focuscrawl import workers as shared
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.evaluate import metrics
 from focuscrawl.evaluate.crawlers import REGISTRY
@@ -201,11 +203,12 @@ def fetched_pages(directory: Path, is_relevant, target_of, jury: Jury | None = N
 def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget: int | None, out: Path,
              repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int | list[int] = DEFAULT_CONCURRENCY,
              only_topics: list[str] | None = None, judge: bool = True, progress=None,
-             orders: list[str | None] | None = None) -> dict:
+             orders: list[str | None] | None = None, database: str | None = None, workers: int = 1) -> dict:
     """``budget`` None means each topic's recommended budget (``--budget auto``). Several
     ``concurrency`` values or ``orders`` (the frontier's hand-out order; None: the default)
-    run every crawler in each combination (see :func:`regimes`)."""
-    ordered = _run_order(crawler_names)
+    run every crawler in each combination (see :func:`regimes`). With ``database``
+    (postgresql://…) each crawl is shared by ``workers`` local workers."""
+    ordered = _run_order(crawler_names, shared=database is not None)
     concurrencies = [concurrency] if isinstance(concurrency, int) else list(concurrency)
     regime_list = regimes(concurrencies, orders or [None])
     crawler_names = [(name + suffix, c, order) for suffix, c, order in regime_list for name in ordered]
@@ -239,7 +242,8 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     config = validate_config(data, f"{name}/{topic_name}")
                     baseline = (out / "crawls" / in_regime(spec.baseline, name) / f"{topic_name}-{repeat}"
                                 if spec.baseline else None)
-                    _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}")
+                    _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}",
+                                database, workers)
                     pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
                     precisions.append(top_precision(directory, ground.is_relevant))
@@ -258,11 +262,15 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     return results
 
 
-def _run_order(names: list[str]) -> list[str]:
-    """The crawlers asked for, each after the crawler it learns from (its baseline)."""
+def _run_order(names: list[str], shared: bool = False) -> list[str]:
+    """The crawlers asked for, each after the crawler it learns from (its baseline); in crawls
+    ``shared`` by workers, only those that take no parts from eval."""
     unknown = [name for name in names if name not in REGISTRY]
     if unknown:
         raise ConfigError(f"--crawlers: unknown {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
+    if shared and (given_parts := [name for name in names if REGISTRY[name].parts]):
+        raise ConfigError(f"--db: {', '.join(given_parts)} take parts from eval itself (a reference, a baseline's"
+                          " pages), which the workers of a shared crawl cannot")
     ordered: list[str] = []
     for name in names:
         baseline = REGISTRY[name].baseline
@@ -297,11 +305,27 @@ class TopicTruth:
                 "recall_ceiling": min(reachable, max(budget - len(crawl_seeds), 0)) / max(targets, 1)}
 
 
-def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Path | None, what: str) -> None:
-    """Crawl into ``directory`` unless it holds this crawl finished already."""
+def _shared_by_workers(config, directory: Path, database: str):
+    """``config`` as a crawl in ``database``, named after its directory (so that eval run again
+    on the same ``--out`` finds it), as the workers' crawl is published (no search index)."""
+    name = "eval_" + hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:16]
+    return config.model_copy(update={"store": config.store.model_copy(update={
+        "database": database, "crawl_name": name, "search_index": False})})
+
+
+def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Path | None, what: str,
+                database: str | None = None, workers: int = 1) -> None:
+    """Crawl into ``directory`` unless it holds this crawl finished already (with ``database``,
+    shared by ``workers`` local workers, then copied into the directory's crawl.db)."""
+    if database:
+        config = _shared_by_workers(config, directory, database)
     if _finished_with(directory, config, baseline):
         return
     shutil.rmtree(directory, ignore_errors=True)
+    if database:
+        if status := shared.crawl_afresh(config, directory, workers):
+            raise EvalInterrupted(f"a worker of {what} ended with status {status} (its log: {directory}/crawl.log)")
+        return
     crawler = Crawler.create(config, directory, spec.parts(ground.is_relevant, baseline) if spec.parts else None)
     if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
         raise EvalInterrupted(f"{crawler.stop_reason} during {what}; finished crawls are kept,"

@@ -137,6 +137,12 @@ def open_queries(dsn: str, crawl: str):
     return db, PgQueries(db)
 
 
+def forget(dsn: str, crawl: str) -> None:
+    """Drop a crawl and everything it holds from the database (eval crawling the same again)."""
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute(f"DROP SCHEMA IF EXISTS {pg_frontier.schema_of(crawl)} CASCADE")
+
+
 def republish(dsn: str, crawl: str, config_json: str) -> None:
     """A published crawl's configuration changed (a new budget): workers starting now read it."""
     with closing(pg_frontier.connect(dsn, crawl)) as db:
@@ -296,7 +302,69 @@ class PgQueries(LinkAnalysisQueries):
                                                                             step))
 
 
-class PgRepository:
+class PgApprenticeInstances:
+    """The apprentice's instances in a shared crawl (part of :class:`PgRepository`): recorded by
+    every worker, taken by the elected one."""
+
+    db: psycopg.Connection
+    _instances_key: int | None = None  # the advisory lock that keeps them whole, once tracked
+
+    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
+        """(source, target, features, the source's critic score) of links; a link the same as one
+        stored counts as a copy of it (and keeps the better source's score)."""
+        distinct: dict[tuple[int, bytes], list] = {}
+        for source, target, features, score in rows:  # one statement may not update a row twice
+            row = distinct.setdefault((target, features), [source, target, features, score, 0])
+            row[3], row[4] = max(row[3], score), row[4] + 1
+        if distinct:
+            columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order
+            self.db.execute("INSERT INTO link_features (source_id, target_id, features, parent_score, copies) SELECT *"
+                            " FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::int[])"
+                            f" {_SAME_LINK}", [list(column) for column in columns])
+
+    def track_instances(self) -> None:
+        self._instances_key = self.db.execute("SELECT hashtext(current_schema() || ':instances')").fetchone()[0]
+
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
+        """The SQLite crawl's :meth:`~.repository.Store.take_new_instances`, whose two watermarks
+        are ids: a worker's unit may take an id and commit after another's larger one. So every
+        unit takes the instances' lock shared from its first row on (:meth:`track_instances`),
+        and the newest ids are read under the lock taken alone: with every unit that took one
+        of them committed."""
+        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
+        self.db.execute("SELECT pg_advisory_lock(%s)", (self._instances_key,))
+        try:
+            newest = self.db.execute("SELECT (SELECT COALESCE(MAX(id), 0) FROM fetches),"
+                                     " (SELECT COALESCE(MAX(id), 0) FROM link_features)").fetchone()
+        finally:
+            self.db.execute("SELECT pg_advisory_unlock(%s)", (self._instances_key,))
+        rows = self.db.execute(
+            "UPDATE link_features lf SET learnt = true FROM (SELECT lf.id, d.relevance FROM fetches f"
+            " JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id JOIN link_features lf ON lf.target_id = d.url_id"
+            " WHERE f.id > %s AND f.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt"
+            " UNION SELECT lf.id, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.id > %s AND lf.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt) AS new"
+            " WHERE lf.id = new.id RETURNING lf.id, lf.features, new.relevance, lf.copies, lf.parent_score, lf.target_id",
+            (after[0], newest[0], after[1], newest[1])).fetchall()
+        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
+        return [row[1:] for row in sorted(rows)]
+
+    def queued_link_features(self):
+        """(target id, features, source's critic score) of every link to a queued URL, ordered by
+        target, read through a cursor on the server (call inside :meth:`transaction`)."""
+        cursor = self.db.cursor(name="queued_link_features")
+        return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
+                              f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
+
+    def retarget_link_features(self, old_target: int, new_target: int) -> None:
+        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
+        self.db.execute("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
+                        " SELECT source_id, %s, features, learnt, copies, parent_score FROM link_features"
+                        f" WHERE target_id = %s ORDER BY md5(features) {_SAME_LINK}", (new_target, old_target))
+        self.db.execute("DELETE FROM link_features WHERE target_id = %s", (old_target,))
+
+
+class PgRepository(PgApprenticeInstances):
     """One worker's side of a crawl on PostgreSQL (the crawl's :class:`~.repository.Repository`
     protocol): ``dsn`` names the server, ``crawl`` the crawl (its schema), ``directory`` the
     shared crawl directory, ``worker`` this worker's id (in its WARC files' names)."""
@@ -315,7 +383,6 @@ class PgRepository:
         self.db.execute("SET synchronous_commit = off")
         pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "apprentice_terms", SCHEMA)
         self.queries = PgQueries(self.db, lambda: pg_frontier.connect(dsn, crawl))
-        self._instances_key: int | None = None  # the advisory lock that keeps the apprentice's instances whole
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
         self.harvest_log = None  # opened by the first entry: the publisher writes none
@@ -464,62 +531,6 @@ class PgRepository:
 
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
-
-    # -- the apprentice ------------------------------------------------------------------------
-
-    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
-        """(source, target, features, the source's critic score) of links; a link the same as one
-        stored counts as a copy of it (and keeps the better source's score)."""
-        distinct: dict[tuple[int, bytes], list] = {}
-        for source, target, features, score in rows:  # one statement may not update a row twice
-            row = distinct.setdefault((target, features), [source, target, features, score, 0])
-            row[3], row[4] = max(row[3], score), row[4] + 1
-        if distinct:
-            columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order
-            self.db.execute("INSERT INTO link_features (source_id, target_id, features, parent_score, copies) SELECT *"
-                            " FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::int[])"
-                            f" {_SAME_LINK}", [list(column) for column in columns])
-
-    def track_instances(self) -> None:
-        self._instances_key = self.db.execute("SELECT hashtext(current_schema() || ':instances')").fetchone()[0]
-
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
-        """The SQLite crawl's :meth:`~.repository.Store.take_new_instances`, whose two watermarks
-        are ids: a worker's unit may take an id and commit after another's larger one. So every
-        unit takes the instances' lock shared from its first row on (:meth:`track_instances`),
-        and the newest ids are read under the lock taken alone: with every unit that took one
-        of them committed."""
-        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
-        self.db.execute("SELECT pg_advisory_lock(%s)", (self._instances_key,))
-        try:
-            newest = self.db.execute("SELECT (SELECT COALESCE(MAX(id), 0) FROM fetches),"
-                                     " (SELECT COALESCE(MAX(id), 0) FROM link_features)").fetchone()
-        finally:
-            self.db.execute("SELECT pg_advisory_unlock(%s)", (self._instances_key,))
-        rows = self.db.execute(
-            "UPDATE link_features lf SET learnt = true FROM (SELECT lf.id, d.relevance FROM fetches f"
-            " JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id JOIN link_features lf ON lf.target_id = d.url_id"
-            " WHERE f.id > %s AND f.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt"
-            " UNION SELECT lf.id, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
-            " WHERE lf.id > %s AND lf.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt) AS new"
-            " WHERE lf.id = new.id RETURNING lf.id, lf.features, new.relevance, lf.copies, lf.parent_score, lf.target_id",
-            (after[0], newest[0], after[1], newest[1])).fetchall()
-        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
-        return [row[1:] for row in sorted(rows)]
-
-    def queued_link_features(self):
-        """(target id, features, source's critic score) of every link to a queued URL, ordered by
-        target, read through a cursor on the server (call inside :meth:`transaction`)."""
-        cursor = self.db.cursor(name="queued_link_features")
-        return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
-                              f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
-
-    def retarget_link_features(self, old_target: int, new_target: int) -> None:
-        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
-        self.db.execute("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
-                        " SELECT source_id, %s, features, learnt, copies, parent_score FROM link_features"
-                        f" WHERE target_id = %s ORDER BY md5(features) {_SAME_LINK}", (new_target, old_target))
-        self.db.execute("DELETE FROM link_features WHERE target_id = %s", (old_target,))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         """New priorities of queued URLs, (priority, id), and their hosts' best."""

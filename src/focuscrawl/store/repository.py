@@ -118,13 +118,6 @@ class Repository(Protocol):
     def follow_anchors(self, seconds: float) -> None: ...
     def record_host(self, host, crawl_delay: float | None = None) -> None: ...
     def record_sitemaps(self, origin: str, urls: list[str]) -> None: ...
-    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None: ...
-    def track_instances(self) -> None: ...  # from now on, units let take_new_instances see whole pages
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]: ...
-    def queued_link_features(self): ...
-    def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
-    def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
-    def leads(self) -> bool: ...  # whether this process takes the crawl's learning steps (a shared crawl's workers elect one)
     def relevance_totals(self) -> tuple[float, int]: ...
     def topic_counts(self) -> Counter: ...
     def texts_of(self, url_ids: list[int]) -> dict[int, str]: ...
@@ -136,7 +129,63 @@ class Repository(Protocol):
     def close(self) -> None: ...
 
 
-class Store:
+class ApprenticeInstances:
+    """The apprentice's instances in an SQLite crawl: the features of every admissible link,
+    learnt once its target is judged (part of :class:`Store`)."""
+
+    db: sqlite3.Connection
+
+    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None: ...
+    def track_instances(self) -> None: ...  # from now on, units let take_new_instances see whole pages
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]: ...
+    def queued_link_features(self): ...
+    def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
+    def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
+    def leads(self) -> bool: ...  # whether this process takes the crawl's learning steps (a shared crawl's workers elect one)
+    def track_instances(self) -> None:
+        pass  # one writer: every unit is whole by the time the next reads
+
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
+        """(features, critic score of the target, copies, source's critic score, target id) of links
+        whose target has been judged since the last call; they are marked learnt (call inside
+        :meth:`transaction`). Two watermarks in ``meta`` say what is new, so no index of unlearnt
+        links has to be kept up to date on every insert: the pages fetched since the last call
+        (their stored links), and the links stored since (to pages judged before them: a redirect
+        re-targets its links)."""
+        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
+        newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
+                  self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
+        rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
+            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM fetches f"
+            " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
+            " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
+            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
+            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM link_features lf"
+            " CROSS JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
+            (after[0], newest[0], after[1], newest[1])).fetchall()
+        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
+        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
+        return [row[1:] for row in rows]
+
+    def queued_link_features(self):
+        """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""
+        return self.db.execute(  # URLs in id order (no sort), only the queued ones' links read (by index)
+            "SELECT u.id, lf.features, lf.parent_score FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
+            f" WHERE +u.state = {QUEUED} ORDER BY u.id"
+        )
+
+    def retarget_link_features(self, old_target: int, new_target: int) -> None:
+        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
+        self.db.execute(
+            "INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
+            " SELECT source_id, ?, features, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
+            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies,"
+            " parent_score = MAX(parent_score, excluded.parent_score)", (new_target, old_target))
+        self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
+
+
+class Store(ApprenticeInstances):
     """Everything the crawl writes goes through here, one unit of work (:meth:`transaction`) per
     page; while the crawl runs, several units per SQLite commit (:meth:`grouped`)."""
 
@@ -302,8 +351,6 @@ class Store:
         self.db.execute("INSERT OR REPLACE INTO hosts (host, failures, status, crawl_delay) VALUES (?, ?, ?, ?)",
                         (host.name, host.failures, host.status, crawl_delay))
 
-    # -- the apprentice ------------------------------------------------------------------------
-
     def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
         """(source, target, features, the source's critic score) of links; a link the same as one
         stored counts as a copy of it (and keeps the better source's score)."""
@@ -327,48 +374,6 @@ class Store:
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         """The URL of each id (the truth-labelled apprentice's instance targets)."""
         return dict(rows_in(self.db, "SELECT id, url FROM urls WHERE id IN ({})", url_ids))
-
-    def track_instances(self) -> None:
-        pass  # one writer: every unit is whole by the time the next reads
-
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
-        """(features, critic score of the target, copies, source's critic score, target id) of links
-        whose target has been judged since the last call; they are marked learnt (call inside
-        :meth:`transaction`). Two watermarks in ``meta`` say what is new, so no index of unlearnt
-        links has to be kept up to date on every insert: the pages fetched since the last call
-        (their stored links), and the links stored since (to pages judged before them: a redirect
-        re-targets its links)."""
-        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
-        newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
-                  self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
-        rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
-            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM fetches f"
-            " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
-            " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
-            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
-            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM link_features lf"
-            " CROSS JOIN documents d ON d.url_id = lf.target_id"
-            " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
-            (after[0], newest[0], after[1], newest[1])).fetchall()
-        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
-        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
-        return [row[1:] for row in rows]
-
-    def queued_link_features(self):
-        """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""
-        return self.db.execute(  # URLs in id order (no sort), only the queued ones' links read (by index)
-            "SELECT u.id, lf.features, lf.parent_score FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
-            f" WHERE +u.state = {QUEUED} ORDER BY u.id"
-        )
-
-    def retarget_link_features(self, old_target: int, new_target: int) -> None:
-        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
-        self.db.execute(
-            "INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
-            " SELECT source_id, ?, features, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
-            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies,"
-            " parent_score = MAX(parent_score, excluded.parent_score)", (new_target, old_target))
-        self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
