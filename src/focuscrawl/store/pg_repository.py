@@ -283,10 +283,12 @@ class PgQueries(LinkAnalysisQueries):
         if self._terms_db is None:
             self._terms_db = self._connect()
         terms = sorted(terms)  # two workers adding the same terms wait for each other in one order
-        self._terms_db.execute("INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
-                               (terms,))
-        return dict(self._terms_db.execute("SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)",
-                                           (terms,)).fetchall())
+        ids = dict(self._terms_db.execute("INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[])"
+                                          " ON CONFLICT DO NOTHING RETURNING term, id", (terms,)).fetchall())
+        if len(ids) < len(terms):  # another worker added these first
+            ids.update(self._terms_db.execute("SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)",
+                                              ([term for term in terms if term not in ids],)).fetchall())
+        return ids
 
     def close(self) -> None:
         if self._terms_db is not None:
