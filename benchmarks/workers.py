@@ -41,11 +41,15 @@ from focuscrawl.testweb.webmap import WebMap
 from focuscrawl.testweb.postgres import ThrowawayPostgres
 
 
-def postgres_cpu(cluster: ThrowawayPostgres) -> float:
-    """CPU seconds of the postmaster and the backends it has reaped (each connection's)."""
-    pid = (cluster.directory / "data" / "postmaster.pid").read_text().split()[0]
+def process_cpu(pid: int | str) -> float:
+    """CPU seconds of a process and of the children it has reaped."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu(cluster: ThrowawayPostgres) -> float:
+    """CPU seconds of the postmaster and the backends it has reaped (each connection's)."""
+    return process_cpu((cluster.directory / "data" / "postmaster.pid").read_text().split()[0])
 
 
 JITTER = 0.005  # the server notes a request when its own loop reaches it: a few ms late at times
@@ -100,6 +104,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
                             pages, server.host_map, None, 64)
         (work / "crawl.yml").write_text(yaml.safe_dump(data))
         before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
+        server_before = process_cpu(server.process.pid)
         started = time.monotonic()
         launcher = subprocess.Popen([sys.executable, "-m", "focuscrawl", "crawl", str(work / "crawl.yml"), "--db", cluster.dsn,
                                      "--crawl", "bench", "--workers", str(workers), "--out", str(work / "crawl")],
@@ -108,6 +113,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         errors = launcher.communicate()[1]
         wall = time.monotonic() - started
         after, cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
+        server_cpu = process_cpu(server.process.pid) - server_before
         with psycopg.connect(cluster.dsn, autocommit=True) as db:
             db.execute("SET search_path TO crawl_bench")
             fetched, urls, first, last = db.execute(
@@ -141,7 +147,8 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         "statements_per_page": round(statements / fetched, 2),
         "costliest_statements": costliest,
         "cpu_ms_per_page": {"workers": round(1000 * crawl_cpu / fetched, 2),
-                            "postgres": round(1000 * (cpu_after - cpu_before) / fetched, 2)},
+                            "postgres": round(1000 * (cpu_after - cpu_before) / fetched, 2),
+                            "test_web_server": round(1000 * server_cpu / fetched, 2)},
         "server_log": server_log,
         **({"directory": str(work)} if keep else {}),
     }

@@ -85,6 +85,51 @@ def test_urls_of_a_worker_whose_lease_expired_go_to_another_and_its_late_finish_
     assert not dead.finish(taken) and dead.lost == 1
 
 
+def urls_of(host: str, priority: float, count: int = 3) -> list[Discovered]:
+    return [Discovered(f"http://{host}/{i}", host, priority, None) for i in range(count)]
+
+
+@pytest.mark.parametrize("order, goes", [("band", None), ("host-parallel", "h1.test")])
+def test_no_url_below_the_band_goes_while_a_better_one_waits_for_its_host(postgres_dsn, crawl, order, goes):
+    a = worker(postgres_dsn, crawl, "a", order=order)
+    a.add(urls_of("h0.test", 0.9) + urls_of("h1.test", 0.2), 1, None)
+    first = a.next_ready()
+    assert first.host == "h0.test"
+    a.hosts["h0.test"].next_start = time.monotonic() + 60  # politeness: h0 may be asked again in a minute
+    assert a.finish(first)
+    a.release(first)
+    item = a.next_ready()
+    assert (item and item.host) == goes  # band: the 0.9 URLs wait for h0; host-parallel: h1's go meanwhile
+
+
+@pytest.mark.parametrize("leases", [1, 16])
+def test_a_lease_the_order_holds_back_is_given_back_for_a_better_host(postgres_dsn, crawl, leases):
+    a = worker(postgres_dsn, crawl, "a", leases=leases)
+    a.add(urls_of("h1.test", 0.2), 1, None)
+    first = a.next_ready()
+    assert a.finish(first)
+    a.release(first)  # h1's lease keeps its other two URLs
+    a.add(urls_of("h2.test", 0.9), 2, first.url_id)
+    a.resync()  # as every second: the frontier's best is now h2's
+    assert a.next_ready().host == "h2.test" and list(a.leases) == ["h2.test"]
+    assert a.db.execute("SELECT COUNT(*) FROM urls WHERE host = 'h1.test' AND state = 0").fetchone()[0] == 2
+
+
+def test_a_hosts_urls_raised_after_its_lease_took_others_go_first(postgres_dsn, crawl):
+    """A re-scoring raised URLs of a host this worker holds, left queued: the lease's stale URLs
+    must not hold them back (nor leave every worker waiting for them)."""
+    a = worker(postgres_dsn, crawl, "a", batch=2)
+    a.add(urls_of("h1.test", 0.2, count=4), 1, None)
+    first = a.next_ready()
+    assert a.finish(first)
+    a.release(first)  # the lease holds h1's second URL; two are still queued
+    a.db.execute("UPDATE urls SET priority = 0.9 WHERE state = 0")
+    a.db.execute("UPDATE hosts SET best = 0.9")
+    a.resync()
+    item = a.next_ready()
+    assert item.priority == 0.9 and item.host == "h1.test"
+
+
 def test_a_hosts_interval_holds_across_workers(postgres_dsn, crawl):
     a = worker(postgres_dsn, crawl, "a", interval=0.5, batch=1)
     b = worker(postgres_dsn, crawl, "b", interval=0.5, batch=1)

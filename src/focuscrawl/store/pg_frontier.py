@@ -18,6 +18,7 @@ One crawl is one PostgreSQL schema (``crawl_<name>``), created on first use.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -173,6 +174,24 @@ class FrontierSteps:
         return 0
 
 
+class HandOutOrder:
+    """The SQLite frontier's hand-out orders across workers: a URL goes only if it is within
+    ``band`` of the best URL queued on any host (as last counted, about once a second) or held in
+    this worker's leases (strict: a band of 0; host-parallel: any)."""
+
+    def __init__(self, order: str, band: float):
+        self.band = {"strict": 1e-9, "band": band}.get(order)  # None: host-parallel
+        self.best_queued: float | None = None
+
+    def bar(self, leases) -> float:
+        """The lowest priority that may go now."""
+        if self.band is None:
+            return -math.inf
+        held = [lease.items[0].priority for lease in leases if lease.items]
+        best = max(held + ([self.best_queued] if self.best_queued is not None else []), default=None)
+        return -math.inf if best is None else best - self.band
+
+
 @dataclass
 class Lease:
     """A host this worker holds: the URLs it took, best first."""
@@ -181,14 +200,76 @@ class Lease:
     items: list[Item] = field(default_factory=list)
 
 
-class PgFrontier(FrontierSteps):
+class HostLeases(FrontierSteps):
+    """The hosts a worker holds: their URLs taken, the leases renewed, given back, and the
+    expired leases of killed workers reaped (part of :class:`PgFrontier`)."""
+
+    db: psycopg.Connection
+    worker: str
+    hosts: Hosts
+    leases: dict[str, Lease]
+    batch: int
+    lease_seconds: float
+
+    def _reap(self) -> None:
+        """Free the hosts whose lease expired (their lessee was killed) and queue their URLs in
+        flight again, all at once: the next workers take them in priority order."""
+        self._expiries_checked = time.monotonic()
+        with self.db.transaction():
+            hosts = [name for (name,) in self.db.execute(
+                f"UPDATE hosts SET lease_owner = NULL, lease_until = 0 WHERE host IN (SELECT host FROM hosts WHERE"
+                f" lease_owner IS NOT NULL AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) RETURNING host")]
+            if hosts:
+                requeue_orphans(self.db, hosts)
+                self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host"
+                                f" AND state = {QUEUED}) WHERE host = ANY(%s)", (hosts,))
+
+    def _take(self, name: str, bar: float) -> list[Item]:
+        rows = self.db.execute(
+            f"UPDATE urls SET state = {IN_FLIGHT}, owner = %s WHERE id IN (SELECT id FROM urls WHERE host = %s AND state"
+            f" = {QUEUED} AND priority >= %s ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id,"
+            f" url, host, depth, parent_id, priority, tunnel, queue", (self.worker, name, bar, self.batch)).fetchall()
+        return sorted((Item(*row) for row in rows), key=lambda item: (-item.priority, item.url_id))
+
+    def _renew(self) -> None:
+        self.db.execute(f"UPDATE hosts SET lease_until = {NOW} + %s WHERE lease_owner = %s AND host = ANY(%s)",
+                        (self.lease_seconds, self.worker, list(self.leases)))
+        self.db.execute(f"UPDATE workers SET seen_at = {NOW} WHERE worker = %s", (self.worker,))
+        self._renewed = time.monotonic()
+
+    def _give_up_below(self, bar: float) -> None:
+        """Give back the leases whose URLs the order holds back (none of them in flight)."""
+        for lease in [lease for lease in self.leases.values() if self.hosts[lease.host].active == 0
+                      and (not lease.items or lease.items[0].priority < bar)]:
+            self._return_items(lease)
+            self._give_back(lease)
+
+    def _give_back(self, lease: Lease) -> None:
+        """End a lease: the host's next allowed start and best priority go back to the table."""
+        wait = max(0.0, self.hosts[lease.host].next_start - time.monotonic())
+        self.db.execute(
+            f"UPDATE hosts SET lease_owner = NULL, lease_until = 0, next_allowed = {NOW} + %s, best = (SELECT"
+            f" MAX(priority) FROM urls WHERE host = %s AND state = {QUEUED}), status = %s WHERE host = %s AND lease_owner = %s",
+            (wait, lease.host, self.hosts[lease.host].status, lease.host, self.worker))
+        del self.leases[lease.host]
+
+    def _return_items(self, lease: Lease) -> None:
+        """The lease's URLs taken and not fetched go back to the queue."""
+        self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id = ANY(%s) AND owner = %s",
+                        ([item.url_id for item in lease.items], self.worker))
+        lease.items.clear()
+
+
+class PgFrontier(HostLeases):
     """The worker's side of the shared frontier (the crawl's :class:`~focuscrawl.frontier.Frontier`
     protocol: seen set, queue, hand-out, finish). ``leases``: hosts held at once; ``batch``: URLs
-    taken per lease; ``lease_seconds``: how long a lease lives without renewal."""
+    taken per lease; ``lease_seconds``: how long a lease lives without renewal; ``order`` and
+    ``band``: the SQLite frontier's hand-out order (:class:`HandOutOrder`)."""
 
     def __init__(self, db: psycopg.Connection, worker: str, hosts: Hosts, leases: int = 16, batch: int = 8,
-                 lease_seconds: float = 30.0):
+                 lease_seconds: float = 30.0, order: str = "band", band: float = 0.05):
         self.db, self.worker, self.hosts = db, worker, hosts
+        self.order = HandOutOrder(order, band)
         self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
         self.leases: dict[str, Lease] = {}
         self.size = 0  # URLs queued over the whole frontier, as last counted
@@ -211,10 +292,11 @@ class PgFrontier(FrontierSteps):
         """Count again (about once a second): the URLs fetched by every worker, and the queued
         URLs and the other workers' URLs in flight up to ``COUNT_CAP`` each (an exact count of
         10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate)."""
-        self.done, queued, others = self.db.execute(
+        self.done, queued, others, self.order.best_queued = self.db.execute(
             f"SELECT (SELECT COALESCE(SUM(done), 0)::bigint FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
             f" state = {QUEUED} LIMIT {COUNT_CAP}) AS q), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state ="
-            f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f)", (self.worker,)).fetchone()
+            f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f), (SELECT MAX(best) FROM hosts WHERE status <> 'bad')",
+            (self.worker,)).fetchone()
         self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
         self.others_in_flight = others
         self._counted = time.monotonic()
@@ -280,8 +362,10 @@ class PgFrontier(FrontierSteps):
     # -- hand-out ----------------------------------------------------------------------------
 
     def next_ready(self) -> Item | None:
-        """The best URL of a leased host that politeness lets us ask now; leases the best ready
-        host of the frontier when this worker holds fewer than its share."""
+        """The best URL of a leased host that politeness and the order let go now; leases the
+        best ready host within the order when this worker's leases have none (first giving back
+        those whose URLs the order holds back: a host's better URLs queued since its URLs were
+        taken, by a re-scoring or a promotion, are leased with it again)."""
         now = time.monotonic()
         if now - self._renewed > self.lease_seconds / 3:
             self._renew()
@@ -289,10 +373,14 @@ class PgFrontier(FrontierSteps):
             self._reap()
         if now - self._counted > 1.0:
             self.resync()
-        ready = [lease for lease in self.leases.values() if lease.items and self._may_ask(lease.host, now)]
-        if not ready and len(self.leases) < self.max_leases and now >= self._waiting_until:
-            lease = self._lease()
-            ready = [lease] if lease is not None and self._may_ask(lease.host, now) else []
+        bar = self.order.bar(self.leases.values())
+        ready = [lease for lease in self.leases.values()
+                 if lease.items and self._may_ask(lease.host, now) and lease.items[0].priority >= bar]
+        if not ready and now >= self._waiting_until:
+            self._give_up_below(bar)
+            if len(self.leases) < self.max_leases:
+                lease = self._lease(bar)
+                ready = [lease] if lease is not None and self._may_ask(lease.host, now) else []
         if not ready:
             return None
         lease = max(ready, key=lambda lease: lease.items[0].priority)
@@ -305,31 +393,19 @@ class PgFrontier(FrontierSteps):
         host = self.hosts[name]
         return host.status != BAD and host.active < self.hosts.connections and host.next_start <= now
 
-    def _reap(self) -> None:
-        """Free the hosts whose lease expired (their lessee was killed) and queue their URLs in
-        flight again, all at once: the next workers take them in priority order."""
-        self._expiries_checked = time.monotonic()
-        with self.db.transaction():
-            hosts = [name for (name,) in self.db.execute(
-                f"UPDATE hosts SET lease_owner = NULL, lease_until = 0 WHERE host IN (SELECT host FROM hosts WHERE"
-                f" lease_owner IS NOT NULL AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) RETURNING host")]
-            if hosts:
-                requeue_orphans(self.db, hosts)
-                self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host"
-                                f" AND state = {QUEUED}) WHERE host = ANY(%s)", (hosts,))
-
-    def _lease(self) -> Lease | None:
-        """Lease the best host no worker holds and whose interval has passed; take its best URLs."""
+    def _lease(self, bar: float) -> Lease | None:
+        """Lease the best host no worker holds and whose interval has passed, if its best URL is
+        within the order's ``bar``; take its best URLs within it."""
         with self.db.transaction():
             row = self.db.execute(  # by index: free hosts, best first
-                f"SELECT host FROM hosts WHERE best IS NOT NULL AND lease_owner IS NULL AND next_allowed <= {NOW}"
-                f" AND status <> 'bad' ORDER BY best DESC LIMIT 1 FOR UPDATE SKIP LOCKED").fetchone()
+                f"SELECT host FROM hosts WHERE best >= %s AND lease_owner IS NULL AND next_allowed <= {NOW}"
+                f" AND status <> 'bad' ORDER BY best DESC LIMIT 1 FOR UPDATE SKIP LOCKED", (bar,)).fetchone()
             if row is None:
                 self._waiting_until = time.monotonic() + 0.05
                 return None
             name, = row
             requeue_orphans(self.db, [name])  # left by a reaping that skipped them
-            items = self._take(name)
+            items = self._take(name, bar)
             self.db.execute(f"UPDATE hosts SET lease_owner = %s, lease_until = {NOW} + %s, best = (SELECT MAX(priority)"
                             f" FROM urls WHERE host = %s AND state = {QUEUED}) WHERE host = %s",
                             (self.worker if items else None, self.lease_seconds if items else -1e9, name, name))
@@ -338,25 +414,14 @@ class PgFrontier(FrontierSteps):
         lease = self.leases[name] = Lease(name, items)
         return lease
 
-    def _take(self, name: str) -> list[Item]:
-        rows = self.db.execute(
-            f"UPDATE urls SET state = {IN_FLIGHT}, owner = %s WHERE id IN (SELECT id FROM urls WHERE host = %s AND state"
-            f" = {QUEUED} ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, url, host, depth,"
-            f" parent_id, priority, tunnel, queue", (self.worker, name, self.batch)).fetchall()
-        return sorted((Item(*row) for row in rows), key=lambda item: (-item.priority, item.url_id))
-
-    def _renew(self) -> None:
-        self.db.execute(f"UPDATE hosts SET lease_until = {NOW} + %s WHERE lease_owner = %s AND host = ANY(%s)",
-                        (self.lease_seconds, self.worker, list(self.leases)))
-        self.db.execute(f"UPDATE workers SET seen_at = {NOW} WHERE worker = %s", (self.worker,))
-        self._renewed = time.monotonic()
-
     def seconds_to_next(self) -> float | None:
-        """How long until a leased host may be asked again (or another host may be leased)."""
-        now = time.monotonic()
-        waits = [self.hosts[name].next_start - now for name, lease in self.leases.items() if lease.items]
-        if len(self.leases) < self.max_leases:
-            waits.append(self._waiting_until - now)
+        """How long until a leased host whose URLs the order lets go may be asked again (or
+        another host may be leased)."""
+        now, bar = time.monotonic(), self.order.bar(self.leases.values())
+        waits = [self.hosts[name].next_start - now for name, lease in self.leases.items()
+                 if lease.items and lease.items[0].priority >= bar]
+        if len(self.leases) < self.max_leases or len(waits) < len(self.leases):
+            waits.append(self._waiting_until - now)  # a lease to give back, or another host to lease
         return max(0.0, min(waits)) if waits else None
 
     def exhausted(self) -> bool:
@@ -396,22 +461,10 @@ class PgFrontier(FrontierSteps):
         if lease is not None and not lease.items and self.hosts[item.host].active == 0:
             self._give_back(lease)
 
-    def _give_back(self, lease: Lease) -> None:
-        """End a lease: the host's next allowed start and best priority go back to the table."""
-        wait = max(0.0, self.hosts[lease.host].next_start - time.monotonic())
-        self.db.execute(
-            f"UPDATE hosts SET lease_owner = NULL, lease_until = 0, next_allowed = {NOW} + %s, best = (SELECT"
-            f" MAX(priority) FROM urls WHERE host = %s AND state = {QUEUED}), status = %s WHERE host = %s AND lease_owner = %s",
-            (wait, lease.host, self.hosts[lease.host].status, lease.host, self.worker))
-        del self.leases[lease.host]
-
     def close(self) -> None:
         """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
         for lease in list(self.leases.values()):
-            ids = [item.url_id for item in lease.items]
-            self.db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id = ANY(%s) AND owner = %s",
-                            (ids, self.worker))
-            lease.items.clear()
+            self._return_items(lease)
             self._give_back(lease)
         self.db.execute(f"UPDATE workers SET stopped_at = {NOW} WHERE worker = %s", (self.worker,))
 

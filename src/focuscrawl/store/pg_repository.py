@@ -393,9 +393,9 @@ class PgRepository(PgApprenticeInstances):
         self._leading, self._lead_retry = False, 0.0
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
-        """The shared frontier (hosts leased in priority order: ``order`` and ``band`` are the
-        SQLite frontier's, link clusters not yet shared)."""
-        self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds)
+        """The shared frontier (hosts leased in priority order, URLs handed out in ``order``
+        within ``band`` as the SQLite frontier's; link clusters not yet shared)."""
+        self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds, order=order, band=band)
         return self.frontier
 
     def close(self) -> None:
