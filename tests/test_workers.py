@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 
@@ -247,3 +248,34 @@ def test_a_shared_crawl_is_indexed_and_searched_from_a_snapshot_of_its_database(
     assert found.returncode == 0 and json.loads(found.stdout)["results"], found.stderr
     again = run("index", str(directory))  # a second snapshot replaces the first
     assert again.returncode == 0 and json.loads(again.stdout)["pages_in_index"] == stored
+
+
+def test_the_portal_of_a_shared_crawl_shows_the_pages_its_workers_store_meanwhile(shared_crawl, postgres_dsn):
+    server, config, name, directory = shared_crawl
+    assert run("crawl", str(config), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--max-pages", "30",
+               "--out", str(directory)).returncode == 0
+    portal = subprocess.Popen([sys.executable, "-m", "focuscrawl", "serve", str(directory), "--port", "0", "--refresh", "1"],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        base = next(found.group(1) for line in portal.stderr if (found := re.search(r"serving on (http://\S+)/", line)))
+
+        def served() -> tuple[int, str]:
+            with urllib.request.urlopen(base + "/api/crawls", timeout=30) as answer:
+                pages = json.loads(answer.read())[0]["pages"]
+            with urllib.request.urlopen(base + f"/api/crawls/{directory.name}/status", timeout=30) as answer:
+                return pages, json.loads(answer.read())["pages_fetched"]
+
+        before = served()
+        assert run("resume", str(directory), "--max-pages", "80", "--workers", "2").returncode == 0
+        deadline = time.monotonic() + 60
+        while (now := served()) == before and time.monotonic() < deadline:
+            time.sleep(0.5)
+        db = tables(postgres_dsn, name)
+        fetched = db.execute("SELECT COUNT(*) FROM fetches WHERE status IS NOT NULL AND NOT refused").fetchone()[0]
+        while now[1] < fetched and time.monotonic() < deadline:  # the copy that follows the crawl's end
+            time.sleep(0.5)
+            now = served()
+        assert now[0] > before[0] and now[1] == fetched > before[1]
+    finally:
+        portal.terminate()
+        portal.wait(10)

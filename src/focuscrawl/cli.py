@@ -7,6 +7,7 @@ import json
 import logging
 import sqlite3
 import sys
+import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -830,6 +831,8 @@ def serve(
     token: Optional[str] = typer.Option(None, "--token", envvar="FOCUSCRAWL_TOKEN", help="required on every request"),
     allow_loopback: bool = typer.Option(False, "--allow-loopback", help="crawls resumed from the dashboard may fetch"
                                         " loopback addresses (refused by default: a server-side request forgery guard)"),
+    refresh: float = typer.Option(60.0, "--refresh", min=1, help="a crawl shared by workers is copied for the portal"
+                                  " again every this many seconds in which it changed"),
 ) -> None:
     """The portal: search the crawls in a browser, and their REST API (/docs, /openapi.json)."""
     import uvicorn
@@ -839,8 +842,10 @@ def serve(
 
     try:
         check_binding(host, token)
+        copies = []
         for directory in directories:
             copied = shared.take_snapshot(directory)  # a shared crawl is served as of now
+            copies += [directory] if copied is not None else []
             open_existing(directory).close()
             try:
                 done = index_crawl(directory, rebuild=copied is not None)
@@ -850,6 +855,8 @@ def serve(
                 open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
     except (PortalError, sqlite3.Error, OSError, *SHARED_ERRORS) as error:
         _fail(_one_line(error))
+    if copies:
+        threading.Thread(target=shared.refresh_snapshots, args=(copies, refresh), daemon=True).start()
     config = uvicorn.Config(create_app(directories, token, allow_loopback), host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=3)  # a dashboard open in a browser holds its event stream
     server = uvicorn.Server(config)

@@ -26,10 +26,14 @@ import os
 import pickle
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
+
+import psycopg
 
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config
 from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, claim_directory, with_budget
@@ -39,6 +43,8 @@ from focuscrawl.fetch.urls import host_of
 from focuscrawl.focus import Focus
 from focuscrawl.frontier import Discovered
 from focuscrawl.learn import Critic, model_from_bytes
+from focuscrawl.search.indexing import index_crawl
+from focuscrawl.store import Queries, read_only
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.pg_frontier import hand_over_intervals, shown
 from focuscrawl.store.pg_repository import PgRepository, forget, open_queries, published, republish, snapshot
@@ -169,6 +175,32 @@ def take_snapshot(directory: Path) -> dict[str, int] | None:
     (rows per table); None for a crawl that is not shared."""
     config = shared_config(directory)
     return snapshot(config.store.database, config.store.crawl_name, directory) if config else None
+
+
+def refresh_snapshots(directories: list[Path], seconds: float) -> None:
+    """While the portal serves them, copy the shared crawls among ``directories`` again (and
+    index the copies) every ``seconds`` in which they changed: fetched more, or changed state (a
+    finished crawl's last judging again is in its last copy). Runs until the process ends."""
+    while True:
+        time.sleep(seconds)
+        for directory in directories:
+            try:
+                if _copy_behind(directory):
+                    take_snapshot(directory)
+                    index_crawl(directory, rebuild=True)  # the copy's rows are new: so are the index's watermarks
+            except (ConfigError, CrawlDirError, OSError, sqlite3.Error, psycopg.Error) as error:
+                log.warning("%s: the copy of the shared crawl was not refreshed: %s", directory, error)
+
+
+def _copy_behind(directory: Path) -> bool:
+    """Whether the shared crawl in ``directory`` has attempts or a state its copy lacks."""
+    config = shared_config(directory)
+    db, queries = open_shared(config)
+    with closing(db):
+        now = (queries.fetch_counts()[3], (published(config.store.database, config.store.crawl_name) or {}).get("state"))
+    with closing(read_only(directory)) as copy:
+        copied = Queries(copy)
+        return now != (copied.fetch_counts()[3], copied.meta().get("state"))
 
 
 def open_shared(config: CrawlConfig):
