@@ -307,10 +307,10 @@ class TopicTruth:
 
 def _shared_by_workers(config, directory: Path, database: str):
     """``config`` as a crawl in ``database``, named after its directory (so that eval run again
-    on the same ``--out`` finds it), as the workers' crawl is published (no search index)."""
+    on the same ``--out`` finds it), with the settings the workers' crawl is published with."""
     name = "eval_" + hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:16]
-    return config.model_copy(update={"store": config.store.model_copy(update={
-        "database": database, "crawl_name": name, "search_index": False})})
+    return shared.as_shared(config.model_copy(update={"store": config.store.model_copy(update={
+        "database": database, "crawl_name": name})}), directory)
 
 
 def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Path | None, what: str,
