@@ -130,6 +130,29 @@ def test_a_hosts_urls_raised_after_its_lease_took_others_go_first(postgres_dsn, 
     assert item.priority == 0.9 and item.host == "h1.test"
 
 
+def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic(postgres_dsn, crawl):
+    a = worker(postgres_dsn, crawl, "a", order="host-parallel")
+    a.cluster_prior = 2.0  # frontier.link_clusters
+    (hub,) = a.add([Discovered("http://hub.test/", "hub.test", 0.5, None)], 0, None)
+    a.add([Discovered(f"http://h{i}.test/p", f"h{i}.test", 0.9, None) for i in range(6)], 1, hub)
+    taken = []
+    while len(taken) < 3:
+        item = a.next_ready()
+        taken += [item] if item.parent_id == hub else []
+    for item in taken:  # three of the hub's links lead off the topic
+        assert a.finish(item)
+        a.learn_cluster(item, 0.0)
+    pages, factor = a.db.execute("SELECT pages, factor FROM link_clusters WHERE parent_id = %s", (hub,)).fetchone()
+    assert pages == 3 and factor == pytest.approx(0.4)  # (α·b̄ + 0) / (α·b̄ + Σ b), b̄ = 0.9: 2.7 / 6.75
+    queued = a.db.execute("SELECT u.priority, h.best FROM urls u JOIN hosts h ON h.host = u.host WHERE u.state = 0"
+                          " AND u.parent_id = %s", (hub,)).fetchall()
+    assert len(queued) == 3 and all(p == b == pytest.approx(0.9 * factor) for p, b in queued)
+    a.db.execute("UPDATE urls SET priority = 0.9 WHERE state = 0")  # a re-scoring: the strategy's priorities
+    assert a.reapply_clusters() == 3
+    assert [p for (p,) in a.db.execute("SELECT priority FROM urls WHERE state = 0 AND parent_id = %s", (hub,))] == [
+        pytest.approx(0.9 * factor)] * 3
+
+
 def test_a_hosts_interval_holds_across_workers(postgres_dsn, crawl):
     a = worker(postgres_dsn, crawl, "a", interval=0.5, batch=1)
     b = worker(postgres_dsn, crawl, "b", interval=0.5, batch=1)

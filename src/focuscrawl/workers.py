@@ -13,9 +13,8 @@ new model and phase in the database and the others take them up within seconds (
 itself; the apprentice's batches, the pages of every worker. Every worker records the links'
 instances, with term ids the database gives out.
 
-Not shared yet, so refused: the bounded queue and near-duplicate signatures;
-off: link clusters (each worker's would learn alone) and the search index kept while crawling
-(built from a snapshot instead)."""
+Not shared yet, so refused: the bounded queue and near-duplicate signatures; off: the search
+index kept while crawling (built from a copy instead)."""
 
 from __future__ import annotations
 
@@ -163,8 +162,6 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
     directory = Path(directory or meta["directory"])
     repository = PgRepository(dsn, crawl, directory, worker, config.store.warc, config.store.warc_max_bytes,
                               config.frontier.lease_seconds)
-    if config.frontier.link_clusters and config.strategy not in ("bfs", "dfs"):
-        log.info("link clusters are not shared by workers yet: off")
     crawler = Crawler(directory, config, store=repository)
     data = repository.load_model(CRITIC_MODEL)
     if data is not None:

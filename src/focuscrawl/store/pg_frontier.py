@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
+from focuscrawl.frontier import CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 NOW = "extract(epoch from clock_timestamp())"
@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS workers (
     seen_at double precision NOT NULL,
     stopped_at double precision                       -- NULL while it runs
 );
+CREATE INDEX IF NOT EXISTS urls_queued_by_parent ON urls (parent_id) WHERE state = {QUEUED};  -- a link cluster's
+CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how those fetched turned out (FrontierSteps)
+    parent_id bigint PRIMARY KEY,
+    pages integer NOT NULL,
+    relevance double precision NOT NULL,
+    predicted double precision NOT NULL,
+    factor double precision NOT NULL
+);
 """
 
 
@@ -97,7 +105,7 @@ def connect(dsn: str, crawl: str) -> psycopg.Connection:
     schema = schema_of(crawl)
     db = psycopg.connect(dsn, autocommit=True)
     db.execute(f"SET search_path TO {schema}")
-    create_tables(db, schema, "workers", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
+    create_tables(db, schema, "link_clusters", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
     return db
 
 
@@ -156,7 +164,8 @@ def queue_again(db: psycopg.Connection, rows: list[tuple[float, int]], reasons: 
 
 class FrontierSteps:
     """What the learning steps ask of the shared frontier (the SQLite frontier's methods of the
-    same names): BINGO!'s hubs' links to the head, the learning phase's leftovers queued."""
+    same names): BINGO!'s hubs' links to the head, the learning phase's leftovers queued, the
+    link clusters."""
 
     db: psycopg.Connection
 
@@ -167,11 +176,40 @@ class FrontierSteps:
     def requeue(self, rows: list[tuple[float, int]]) -> int:
         return queue_again(self.db, rows)
 
+    cluster_prior: float | None = None  # frontier.link_clusters (α); None: no link clusters
+
     def learn_cluster(self, item: Item, relevance: float) -> None:
-        pass  # link clusters are not shared yet (a worker's would learn alone)
+        """The SQLite frontier's link clusters (:class:`~.clusters.LinkClusters`), shared: each
+        worker's page updates its cluster's row, which holds the others' until the page commits."""
+        if self.cluster_prior is None or item.parent_id is None or item.priority >= HEAD / 2:
+            return
+        pages, total, predicted, factor = self.db.execute(
+            "INSERT INTO link_clusters AS c (parent_id, pages, relevance, predicted, factor) VALUES (%s, 1, %s, %s, 1.0)"
+            " ON CONFLICT (parent_id) DO UPDATE SET pages = c.pages + 1, relevance = c.relevance + EXCLUDED.relevance,"
+            " predicted = c.predicted + EXCLUDED.predicted / c.factor RETURNING pages, relevance, predicted, factor",
+            (item.parent_id, relevance, item.priority)).fetchone()
+        prior = self.cluster_prior * predicted / pages
+        learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
+        if abs(learnt / factor - 1) > CLUSTER_STEP:  # else the queued URLs keep the factor they have
+            self.db.execute("UPDATE link_clusters SET factor = %s WHERE parent_id = %s", (learnt, item.parent_id))
+            self._scaled(self.db.execute(
+                f"UPDATE urls SET priority = priority * %s WHERE parent_id = %s AND state = {QUEUED} AND priority"
+                f" < {HEAD / 2} RETURNING host", (learnt / factor, item.parent_id)))
 
     def reapply_clusters(self) -> int:
-        return 0
+        """After a re-scoring of queued URLs, the clusters' factors apply to them again."""
+        if self.cluster_prior is None:
+            return 0
+        return self._scaled(self.db.execute(
+            f"UPDATE urls SET priority = urls.priority * c.factor FROM link_clusters c WHERE c.parent_id = urls.parent_id"
+            f" AND c.factor <> 1 AND urls.state = {QUEUED} AND urls.priority < {HEAD / 2} RETURNING urls.host"))
+
+    def _scaled(self, hosts) -> int:
+        """The hosts of URLs whose priorities were scaled get their best again; how many URLs."""
+        hosts = [host for (host,) in hosts]
+        self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host AND"
+                        f" state = {QUEUED}) WHERE host = ANY(%s)", (sorted(set(hosts)),))
+        return len(hosts)
 
 
 class HandOutOrder:

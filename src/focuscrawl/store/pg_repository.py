@@ -29,7 +29,7 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
-from focuscrawl.store.queries import FAILURE_ROWS, LinkAnalysisQueries, failures_grouped, sample_with
+from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, SKIPPED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
@@ -157,7 +157,7 @@ LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps 
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
-class PgQueries(LinkAnalysisQueries):
+class PgQueries(PortableQueries):
     """The read views the page path and the learning steps ask for (the SQLite crawl's are
     :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
 
@@ -245,21 +245,10 @@ class PgQueries(LinkAnalysisQueries):
             cursor.executemany("UPDATE documents SET relevance = %s, topic = %s, confidence = %s WHERE url_id = %s",
                                list(rows))
 
-    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, 1.0::float8 FROM urls u"  # no link clusters
-                     " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id")
-
-    def queued_with_parents(self, below: float) -> list[tuple]:
-        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = {QUEUED} AND u.tunnel = 0 AND u.priority < %s",
-                               (below,)).fetchall()
-
     def confident_pages(self, threshold: float, topic: str) -> dict[int, float]:
         return dict(self.db.execute(
             "SELECT url_id, CASE WHEN topic IS NULL THEN relevance ELSE confidence END FROM documents"
             " WHERE relevance >= %s AND COALESCE(topic, '') = %s", (threshold, topic)).fetchall())
-
-    def skipped_with_parents(self, reason: str) -> list[tuple]:
-        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = {SKIPPED} AND u.skip_reason = %s",
-                               (reason,)).fetchall()
 
     def path_step(self, url_id: int) -> tuple[int | None, int, float | None, str | None]:
         """(parent id, depth, relevance, topic) of a URL (sharp focusing walks its path)."""
@@ -394,8 +383,9 @@ class PgRepository(PgApprenticeInstances):
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
         """The shared frontier (hosts leased in priority order, URLs handed out in ``order``
-        within ``band`` as the SQLite frontier's; link clusters not yet shared)."""
+        within ``band`` and link clusters learnt as the SQLite frontier's)."""
         self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds, order=order, band=band)
+        self.frontier.cluster_prior = link_clusters
         return self.frontier
 
     def close(self) -> None:

@@ -107,9 +107,10 @@ def meta_of(directory: Path) -> dict[str, str]:
         return Queries(db).meta()
 
 
-class LinkAnalysisQueries:
-    """Link analysis's queries (graph.py): the topics, their base sets, the scores. Part of
-    ``Queries`` (and of a shared crawl's ``PgQueries``, which runs the same SQL on PostgreSQL)."""
+class PortableQueries:
+    """The queries both backends run with the same SQL: link analysis's (graph.py: the topics,
+    their base sets, the scores) and the queued URLs with their parents. Part of ``Queries`` (and
+    of a shared crawl's ``PgQueries``, whose ``_execute`` rewrites the placeholders)."""
 
     db: sqlite3.Connection
 
@@ -118,6 +119,20 @@ class LinkAnalysisQueries:
 
     def _executemany(self, sql: str, rows) -> None:
         self.db.executemany(sql, rows)
+
+    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
+                     " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
+                     " LEFT JOIN link_clusters c ON c.parent_id = u.parent_id")
+
+    def queued_with_parents(self, below: float) -> list[tuple]:
+        """(id, depth, url, parent's relevance, parent's priority, link cluster factor) of the queued
+        URLs not reached by tunnelling whose priority is below ``below`` (not promoted to the head)."""
+        return self._execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.tunnel = 0 AND u.priority < ?",
+                             (QUEUED, below)).fetchall()
+
+    def skipped_with_parents(self, reason: str) -> list[tuple]:
+        """As :func:`queued_with_parents`, of the URLs skipped for ``reason``."""
+        return self._execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.skip_reason = ?", (SKIPPED, reason)).fetchall()
 
     def crawl_topics(self) -> list[str]:
         """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
@@ -163,7 +178,7 @@ class LinkAnalysisQueries:
                 columns["confidence_pagerank"], [now] * len(url_ids)))
 
 
-class Queries(LinkAnalysisQueries):
+class Queries(PortableQueries):
     """The SQLite backend's queries on one crawl database. A crawl's parts reach them as
     ``store.queries``; tools open a database and wrap it (``Queries(read_only(directory))``)."""
 
@@ -326,19 +341,6 @@ class Queries(LinkAnalysisQueries):
         return urls, first, last, fetched
 
     # -- the frontier seen from its parents ---------------------------------------------------------
-
-    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) FROM urls u"
-                     " LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id"
-                     " LEFT JOIN link_clusters c ON c.parent_id = u.parent_id")
-
-    def queued_with_parents(self, below: float) -> list[tuple]:
-        """(id, depth, url, parent's relevance, parent's priority, link cluster factor) of the queued
-        URLs not reached by tunnelling whose priority is below ``below`` (not promoted to the head)."""
-        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.tunnel = 0 AND u.priority < ?", (QUEUED, below)).fetchall()
-
-    def skipped_with_parents(self, reason: str) -> list[tuple]:
-        """As :func:`queued_with_parents`, of the URLs skipped for ``reason``."""
-        return self.db.execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.skip_reason = ?", (SKIPPED, reason)).fetchall()
 
     def queued_parent_scores(self) -> list[float]:
         """The critic's score of the page each queued URL was found on."""
