@@ -107,22 +107,22 @@ class ApprenticeLoop:
     def after_page(self) -> None:
         """Every ``batch`` pages of the crawl: learn, and re-score the frontier when due (in a
         shared crawl, the elected worker; the others take up the model it publishes)."""
-        if not self.store.leads():
-            self.follow()
-            return
-        if not self._leading:  # elected now: go on from the model published last
-            self._leading = True
-            self.follow(now=True)
-        done, batch = self.frontier.done, self.settings.batch
-        if self._next_batch is None:
-            self._next_batch = ((done - 1) // batch + 1) * batch
-        if done < self._next_batch:
-            return
-        self._next_batch = (done // batch + 1) * batch
         try:
+            if not self.store.leads():
+                self.follow()
+                return
+            if not self._leading:  # elected now: go on from the model published last
+                self._leading = True
+                self.follow(now=True)
+            done, batch = self.frontier.done, self.settings.batch
+            if self._next_batch is None:
+                self._next_batch = ((done - 1) // batch + 1) * batch
+            if done < self._next_batch:
+                return
+            self._next_batch = (done // batch + 1) * batch
             self.train()
         except Exception:  # noqa: BLE001 - the page is stored; the apprentice goes on from its saved state
-            log.exception("apprentice: training failed; continuing with the saved model")
+            log.exception("apprentice: learning failed; continuing with the saved model")
             self.model = self._saved_or_new()
 
     def follow(self, now: bool = False) -> None:

@@ -458,8 +458,8 @@ def evaluate(
         results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
                            seeds_per_topic, [int(c) for c in concurrencies], only_topics=topic or None, progress=show,
                            orders=[None if o == "default" else o for o in orders], database=db, workers=workers)
-    except (*(SHARED_ERRORS if db else USER_ERRORS), FileNotFoundError) as error:
-        _fail(str(error))
+    except (*USER_ERRORS, *((psycopg.Error,) if db else ()), FileNotFoundError) as error:
+        _fail(_one_line(error))
     except EvalInterrupted as error:
         print(f"stopped: {error}", file=sys.stderr)
         raise typer.Exit(130) from None

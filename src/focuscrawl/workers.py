@@ -25,14 +25,11 @@ import os
 import pickle
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
 from contextlib import closing
 from pathlib import Path
-
-import psycopg
 
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config
 from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, claim_directory, with_budget
@@ -103,8 +100,8 @@ def shared_config(directory: Path) -> CrawlConfig | None:
 def as_shared(config: CrawlConfig, directory: Path) -> CrawlConfig:
     """The settings a shared crawl runs with: no search index kept while crawling (built from a
     copy), the crawl named after its directory unless named, and the hosts' round robin as the
-    hand-out order unless one is set: across workers, the band order without link clusters
-    (not shared yet) fell into greedy collapse on some topics at half the pages/s (README)."""
+    hand-out order unless one is set: across workers the band order costs about half the
+    pages/s for its better harvest (README, "Many workers on PostgreSQL")."""
     store = config.store.model_copy(update={"search_index": False, "crawl_name": config.store.crawl_name
                                             or crawl_name_for(directory)})
     frontier = config.frontier if "order" in config.frontier.model_fields_set else config.frontier.model_copy(
@@ -194,17 +191,22 @@ def refresh_snapshots(directories: list[Path], seconds: float) -> None:
             try:
                 if _copy_behind(directory):
                     take_snapshot(directory)
-                    index_crawl(directory, rebuild=True)  # the copy's rows are new: so are the index's watermarks
-            except (ConfigError, CrawlDirError, OSError, sqlite3.Error, psycopg.Error) as error:
-                log.warning("%s: the copy of the shared crawl was not refreshed: %s", directory, error)
+                    # all again (workers commit fetch ids out of order: past the index's watermark), at once
+                    index_crawl(directory, rebuild=True, whole=True)
+            except Exception as error:  # noqa: BLE001 - the portal goes on with the copy it has
+                log.warning("%s: the copy of the shared crawl was not refreshed: %s", directory,
+                            " ".join(str(error).split()) or type(error).__name__)
 
 
 def _copy_behind(directory: Path) -> bool:
     """Whether the shared crawl in ``directory`` has attempts or a state its copy lacks."""
     config = shared_config(directory)
+    meta = published(config.store.database, config.store.crawl_name)
+    if meta is None:  # dropped from the database: the copy is all that is left
+        return False
     db, queries = open_shared(config)
     with closing(db):
-        now = (queries.fetch_counts()[3], (published(config.store.database, config.store.crawl_name) or {}).get("state"))
+        now = (queries.fetch_counts()[3], meta.get("state"))
     with closing(read_only(directory)) as copy:
         copied = Queries(copy)
         return now != (copied.fetch_counts()[3], copied.meta().get("state"))

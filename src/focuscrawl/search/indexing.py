@@ -4,6 +4,7 @@ the pages the index has not seen, then each topic's link analysis, which ranking
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from focuscrawl.graph import analyse, save_scores
@@ -11,10 +12,12 @@ from focuscrawl.store import (CrawlDirError, Queries, SearchIndex, lock_director
                               upgrade_schema)
 
 
-def index_crawl(directory: Path, rebuild: bool = False, batch: int = 2000) -> dict:
+def index_crawl(directory: Path, rebuild: bool = False, batch: int = 2000, whole: bool = False) -> dict:
     """Bring a crawl's index up to date (all of it again with ``rebuild``) and its link analysis
     (each topic's base set, as ``focuscrawl graph`` stores it), in a crawl no process is running:
-    a running crawl indexes its pages as it stores them. Returns what was done."""
+    a running crawl indexes its pages as it stores them. ``whole``: in one transaction (a portal
+    searching meanwhile sees the index as it was until it commits), else ``batch`` pages at a
+    time. Returns what was done."""
     db = open_existing(directory)
     try:
         lock = lock_directory(directory)
@@ -26,15 +29,17 @@ def index_crawl(directory: Path, rebuild: bool = False, batch: int = 2000) -> di
         index = SearchIndex(db)
         started = time.perf_counter()
         indexed = 0
-        with transaction(db):
-            if rebuild or index.size() == 0:  # an index dropped by hand may have left its watermarks
-                index.rebuild()
-        while True:
-            with transaction(db):
-                done = index.follow(batch)
-            indexed += done
-            if not done:
-                break
+        unit = nullcontext if whole else (lambda: transaction(db))
+        with transaction(db) if whole else nullcontext():
+            with unit():
+                if rebuild or index.size() == 0:  # an index dropped by hand may have left its watermarks
+                    index.rebuild()
+            while True:
+                with unit():
+                    done = index.follow(batch)
+                indexed += done
+                if not done:
+                    break
         seconds = time.perf_counter() - started
         queries = Queries(db)
         analysed = {}

@@ -276,11 +276,14 @@ class HostLeases(FrontierSteps):
         self._renewed = time.monotonic()
 
     def _give_up_below(self, bar: float) -> None:
-        """Give back the leases whose URLs the order holds back (none of them in flight)."""
-        for lease in [lease for lease in self.leases.values() if self.hosts[lease.host].active == 0
-                      and (not lease.items or lease.items[0].priority < bar)]:
+        """Give back the leases whose URLs the order holds back."""
+        for lease in [lease for lease in self.leases.values() if self._held_back(lease, bar)]:
             self._return_items(lease)
             self._give_back(lease)
+
+    def _held_back(self, lease: Lease, bar: float) -> bool:
+        """Whether the order holds a lease's URLs back (none of them in flight: it may be given back)."""
+        return self.hosts[lease.host].active == 0 and (not lease.items or lease.items[0].priority < bar)
 
     def _give_back(self, lease: Lease) -> None:
         """End a lease: the host's next allowed start and best priority go back to the table."""
@@ -458,8 +461,8 @@ class PgFrontier(HostLeases):
         now, bar = time.monotonic(), self.order.bar(self.leases.values())
         waits = [self.hosts[name].next_start - now for name, lease in self.leases.items()
                  if lease.items and lease.items[0].priority >= bar]
-        if len(self.leases) < self.max_leases or len(waits) < len(self.leases):
-            waits.append(self._waiting_until - now)  # a lease to give back, or another host to lease
+        if len(self.leases) < self.max_leases or any(self._held_back(lease, bar) for lease in self.leases.values()):
+            waits.append(self._waiting_until - now)  # another host to lease (after giving one back)
         return max(0.0, min(waits)) if waits else None
 
     def exhausted(self) -> bool:

@@ -259,9 +259,6 @@ class PgQueries(PortableQueries):
         return [t for (t,) in self.db.execute("SELECT target_id FROM links WHERE source_id = %s AND NOT nofollow",
                                               (source_id,))]
 
-    def median_relevance(self) -> float | None:
-        return self.db.execute("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY relevance) FROM documents").fetchone()[0]
-
     def apprentice_terms(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT term, id FROM apprentice_terms").fetchall())
 
@@ -272,11 +269,15 @@ class PgQueries(PortableQueries):
         if self._terms_db is None:
             self._terms_db = self._connect()
         terms = sorted(terms)  # two workers adding the same terms wait for each other in one order
-        ids = dict(self._terms_db.execute("INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[])"
-                                          " ON CONFLICT DO NOTHING RETURNING term, id", (terms,)).fetchall())
-        if len(ids) < len(terms):  # another worker added these first
+        ids = dict(self._terms_db.execute(  # another worker's first? (an insert that conflicts uses up an id)
+            "SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)", (terms,), prepare=False).fetchall())
+        if len(ids) < len(terms):  # (not prepared: a generic plan of = ANY scans the table)
+            ids.update(self._terms_db.execute(
+                "INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING RETURNING term, id",
+                ([term for term in terms if term not in ids],)).fetchall())
+        if len(ids) < len(terms):  # added meanwhile
             ids.update(self._terms_db.execute("SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)",
-                                              ([term for term in terms if term not in ids],)).fetchall())
+                                              ([term for term in terms if term not in ids],), prepare=False).fetchall())
         return ids
 
     def close(self) -> None:
@@ -325,8 +326,9 @@ class PgApprenticeInstances:
         after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
         self.db.execute("SELECT pg_advisory_lock(%s)", (self._instances_key,))
         try:
-            newest = self.db.execute("SELECT (SELECT COALESCE(MAX(id), 0) FROM fetches),"
-                                     " (SELECT COALESCE(MAX(id), 0) FROM link_features)").fetchone()
+            with self.db.transaction():  # a savepoint: should the read fail, the unlock below still runs
+                newest = self.db.execute("SELECT (SELECT COALESCE(MAX(id), 0) FROM fetches),"
+                                         " (SELECT COALESCE(MAX(id), 0) FROM link_features)").fetchone()
         finally:
             self.db.execute("SELECT pg_advisory_unlock(%s)", (self._instances_key,))
         rows = self.db.execute(
@@ -343,7 +345,7 @@ class PgApprenticeInstances:
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by
         target, read through a cursor on the server (call inside :meth:`transaction`)."""
-        cursor = self.db.cursor(name="queued_link_features")
+        cursor = self.db.cursor(name="queued_link_features")  # closed with the transaction
         return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
                               f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
 

@@ -134,6 +134,14 @@ class PortableQueries:
         """As :func:`queued_with_parents`, of the URLs skipped for ``reason``."""
         return self._execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.skip_reason = ?", (SKIPPED, reason)).fetchall()
 
+    def median_relevance(self) -> float | None:
+        """The median critic score of the pages judged so far (None before the first)."""
+        count = self._execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
+        if not count:
+            return None
+        return float(self._execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance"
+                                   " LIMIT 1 OFFSET ?", (count // 2,)).fetchone()[0])
+
     def crawl_topics(self) -> list[str]:
         """The topics to analyse: a taxonomy crawl's topics that hold pages, or "" (the one topic)."""
         topics = [t for (t,) in self._execute("SELECT DISTINCT topic FROM documents WHERE topic IS NOT NULL ORDER BY topic")]
@@ -202,14 +210,6 @@ class Queries(PortableQueries):
 
     def count_relevant(self, threshold: float) -> int:
         return self.db.execute("SELECT COUNT(*) FROM documents WHERE relevance >= ?", (threshold,)).fetchone()[0]
-
-    def median_relevance(self) -> float | None:
-        """The median critic score of the pages judged so far (None before the first)."""
-        count = self.db.execute("SELECT COUNT(relevance) FROM documents").fetchone()[0]
-        if not count:
-            return None
-        return float(self.db.execute("SELECT relevance FROM documents WHERE relevance IS NOT NULL ORDER BY relevance"
-                                " LIMIT 1 OFFSET ?", (count // 2,)).fetchone()[0])
 
     def confident_pages(self, threshold: float, topic: str) -> dict[int, float]:
         """url id -> confidence of the pages accepted into ``topic`` ("" for a crawl's one topic):
