@@ -305,7 +305,8 @@ def demo(
     if chosen not in names:
         _fail(f"--topic: {chosen!r} is not one of {', '.join(names)}")
     evaluate(testweb=testweb, topics=topics_file, crawlers="bfs,best-first-svm", budget="auto", repeats=1,
-             seeds_per_topic=None, topic=[chosen], concurrency=str(DEFAULT_CONCURRENCY), order="default", out=out)
+             seeds_per_topic=None, topic=[chosen], concurrency=str(DEFAULT_CONCURRENCY), order="default", out=out,
+             db=None, workers=1)
 
 
 @app.command("bench")
