@@ -131,8 +131,7 @@ def test_a_hosts_urls_raised_after_its_lease_took_others_go_first(postgres_dsn, 
 
 
 def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic(postgres_dsn, crawl):
-    a = worker(postgres_dsn, crawl, "a", order="host-parallel")
-    a.cluster_prior = 2.0  # frontier.link_clusters
+    a = worker(postgres_dsn, crawl, "a", order="host-parallel", link_clusters=2.0)
     (hub,) = a.add([Discovered("http://hub.test/", "hub.test", 0.5, None)], 0, None)
     a.add([Discovered(f"http://h{i}.test/p", f"h{i}.test", 0.9, None) for i in range(6)], 1, hub)
     taken = []

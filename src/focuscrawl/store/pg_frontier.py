@@ -141,6 +141,12 @@ def hand_over_intervals(db: psycopg.Connection, hosts: Hosts) -> None:
                    f" EXCLUDED.next_allowed)", ([name for name, _ in waits], [wait for _, wait in waits]))
 
 
+def recount_best(db: psycopg.Connection, hosts) -> None:
+    """The hosts' best priority counted again from their queued URLs (some went, or fell)."""
+    db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host AND"
+               f" state = {QUEUED}) WHERE host = ANY(%s)", (sorted(set(hosts)),))
+
+
 def queue_again(db: psycopg.Connection, rows: list[tuple[float, int]], reasons: list[str] | None = None,
                 queued_too: bool = False) -> int:
     """URLs given as (priority, id) queued at that priority: skipped ones (for one of ``reasons``;
@@ -168,6 +174,7 @@ class FrontierSteps:
     link clusters."""
 
     db: psycopg.Connection
+    cluster_prior: float | None  # frontier.link_clusters (α); None: no link clusters
 
     def promote(self, priorities: dict[int, float]) -> int:
         return queue_again(self.db, [(HEAD + p, url_id) for url_id, p in priorities.items()],
@@ -175,8 +182,6 @@ class FrontierSteps:
 
     def requeue(self, rows: list[tuple[float, int]]) -> int:
         return queue_again(self.db, rows)
-
-    cluster_prior: float | None = None  # frontier.link_clusters (α); None: no link clusters
 
     def learn_cluster(self, item: Item, relevance: float) -> None:
         """The SQLite frontier's link clusters (:class:`~.clusters.LinkClusters`), shared: each
@@ -207,8 +212,7 @@ class FrontierSteps:
     def _scaled(self, hosts) -> int:
         """The hosts of URLs whose priorities were scaled get their best again; how many URLs."""
         hosts = [host for (host,) in hosts]
-        self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host AND"
-                        f" state = {QUEUED}) WHERE host = ANY(%s)", (sorted(set(hosts)),))
+        recount_best(self.db, hosts)
         return len(hosts)
 
 
@@ -259,8 +263,7 @@ class HostLeases(FrontierSteps):
                 f" lease_owner IS NOT NULL AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) RETURNING host")]
             if hosts:
                 requeue_orphans(self.db, hosts)
-                self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host"
-                                f" AND state = {QUEUED}) WHERE host = ANY(%s)", (hosts,))
+                recount_best(self.db, hosts)
 
     def _take(self, name: str, bar: float) -> list[Item]:
         rows = self.db.execute(
@@ -305,12 +308,14 @@ class PgFrontier(HostLeases):
     """The worker's side of the shared frontier (the crawl's :class:`~focuscrawl.frontier.Frontier`
     protocol: seen set, queue, hand-out, finish). ``leases``: hosts held at once; ``batch``: URLs
     taken per lease; ``lease_seconds``: how long a lease lives without renewal; ``order`` and
-    ``band``: the SQLite frontier's hand-out order (:class:`HandOutOrder`)."""
+    ``band``: the SQLite frontier's hand-out order (:class:`HandOutOrder`); ``link_clusters``:
+    the prior of its link clusters (:meth:`FrontierSteps.learn_cluster`)."""
 
     def __init__(self, db: psycopg.Connection, worker: str, hosts: Hosts, leases: int = 16, batch: int = 8,
-                 lease_seconds: float = 30.0, order: str = "band", band: float = 0.05):
+                 lease_seconds: float = 30.0, order: str = "band", band: float = 0.05,
+                 link_clusters: float | None = None):
         self.db, self.worker, self.hosts = db, worker, hosts
-        self.order = HandOutOrder(order, band)
+        self.order, self.cluster_prior = HandOutOrder(order, band), link_clusters
         self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
         self.leases: dict[str, Lease] = {}
         self.size = 0  # URLs queued over the whole frontier, as last counted

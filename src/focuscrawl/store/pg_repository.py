@@ -386,8 +386,8 @@ class PgRepository(PgApprenticeInstances):
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> PgFrontier:
         """The shared frontier (hosts leased in priority order, URLs handed out in ``order``
         within ``band`` and link clusters learnt as the SQLite frontier's)."""
-        self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds, order=order, band=band)
-        self.frontier.cluster_prior = link_clusters
+        self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds, order=order, band=band,
+                                   link_clusters=link_clusters)
         return self.frontier
 
     def close(self) -> None:
@@ -531,8 +531,7 @@ class PgRepository(PgApprenticeInstances):
         hosts = {host for (host,) in self.db.execute(
             f"UPDATE urls SET priority = t.p FROM unnest(%s::float8[], %s::bigint[]) AS t(p, id) WHERE urls.id = t.id"
             f" AND urls.state = {QUEUED} RETURNING urls.host", ([p for p, _ in rows], [i for _, i in rows]))}
-        self.db.execute(f"UPDATE hosts SET best = (SELECT MAX(priority) FROM urls WHERE urls.host = hosts.host AND"
-                        f" state = {QUEUED}) WHERE host = ANY(%s)", (sorted(hosts),))
+        pg_frontier.recount_best(self.db, hosts)
 
     def leads(self) -> bool:
         """Whether this worker takes the crawl's learning steps: one worker at a time, elected by a
