@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from focuscrawl.apprentice import HIGH, Apprentice, TermIds, median_score, pack, page_link_features
+from focuscrawl.beside import write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
 from focuscrawl.frontier import Discovered, Frontier, Seen
@@ -148,13 +149,16 @@ class ApprenticeLoop:
                                   settings.url_words, topic, judged)
 
     def train(self) -> None:
-        """Learn the links whose targets were judged since the last batch, then, when due,
-        re-score every queued URL (the best of its incoming links) and re-offer the hosts; all in
-        one unit (run again whole after a deadlock with another worker's page: a copy learns)."""
+        """Learn the links whose targets were judged since the last batch, in one unit (run again
+        whole after a deadlock with another worker's page: a copy learns), then, when due,
+        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
         clock = time.perf_counter()
         with gc_paused():
-            model, instances, rescored, self.version = self.store.run_unit(self._learn)
-        self.model = model
+            model, instances, due, self.version = self.store.run_unit(self._learn)
+            self.model = model
+            rescored = self.rescore_frontier(model) if due else 0
+            if rescored:
+                self.store.run_unit(self.frontier.reapply_clusters)
         if rescored:
             self.frontier.resync()
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
@@ -164,9 +168,9 @@ class ApprenticeLoop:
                  "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
-    def _learn(self) -> tuple[Apprentice, int, int, str]:
-        """The unit of :meth:`train`: the new model, the instances it learnt, the URLs re-scored,
-        the version it is published as."""
+    def _learn(self) -> tuple[Apprentice, int, bool, str]:
+        """The unit of :meth:`train`: the new model, the instances it learnt, whether the frontier
+        is due a re-scoring, the version it is published as."""
         model = copy.deepcopy(self.model)
         instances = self.store.take_new_instances()
         if instances:
@@ -176,15 +180,13 @@ class ApprenticeLoop:
                 relevance = [self.instance_label(urls[target]) for target in targets]
             model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.queries),
                               np.array(copies))
-        rescored = self.rescore_frontier(model) if self.rescore_due(model) else 0
-        if rescored:
-            self.frontier.reapply_clusters()
+        due = self.rescore_due(model)
         version = str(int(self.version or 0) + 1)
         self.store.save_model("apprentice", model.dumps())
         self.store.set_meta(apprentice_version=version)
         if model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
             self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
-        return model, len(instances), rescored, version
+        return model, len(instances), due, version
 
     def rescore_due(self, model: Apprentice) -> bool:
         """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
@@ -202,11 +204,18 @@ class ApprenticeLoop:
         return True
 
     def rescore_frontier(self, model: Apprentice, chunk: int = 50000) -> int:
-        """New priorities for the queued URLs, the best of each one's incoming links, read chunk
-        by chunk in target order (never all in memory); a target whose links straddle two
-        chunks keeps the best of both."""
-        rescored = 0
-        carried: tuple[int, float] | None = None  # the last target of a chunk, maybe continued in the next
+        """New priorities for the queued URLs, the best of each one's incoming links: read in one
+        unit, chunk by chunk in target order (the links never all in memory), then written a few
+        thousand per unit (:func:`write_priorities`); how many URLs."""
+        priorities, targets = self.store.run_unit(lambda: self._rescored(model, chunk))
+        write_priorities(self.store, list(zip(priorities.tolist(), targets.tolist())))
+        return len(targets)
+
+    def _rescored(self, model: Apprentice, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """(priorities, url ids) of the queued URLs with link instances; a target whose links
+        straddle two chunks keeps the best of both."""
+        bests, firsts_seen = [], []
+        carried: tuple[int, float] | None = None  # the last target read, maybe continued in the next chunk
         links = self.store.queued_link_features()
         while block := links.fetchmany(chunk):
             targets, blobs, parents = zip(*block)
@@ -218,10 +227,8 @@ class ApprenticeLoop:
             elif carried is not None:
                 firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
             carried = (int(firsts[-1]), float(best[-1]))
-            self.store.set_priorities(list(zip(best[:-1].tolist(), firsts[:-1].tolist())))
-            rescored += len(firsts) - 1
-        if carried is not None:
-            self.store.set_priorities([(carried[1], carried[0])])
-            rescored += 1
-        return rescored
-
+            bests.append(best[:-1])
+            firsts_seen.append(firsts[:-1])
+        if carried is None:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return np.r_[np.concatenate(bests), carried[1]], np.r_[np.concatenate(firsts_seen), carried[0]]

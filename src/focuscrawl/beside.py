@@ -48,6 +48,14 @@ def rejudge(queries, critic) -> list[Judged]:
     return judged
 
 
+def write_priorities(store, rows: list[tuple[float, int]]) -> None:
+    """New priorities (priority, url id; in url id order) for many queued URLs, a few thousand per
+    unit: in a shared crawl, other workers' pages wait for a row lock only briefly, and a unit
+    that deadlocked with one of them runs again alone, not the whole re-scoring."""
+    for start in range(0, len(rows), PRIORITIES_PER_UNIT):
+        store.run_unit(lambda chunk=rows[start:start + PRIORITIES_PER_UNIT]: store.set_priorities(chunk))
+
+
 def logged_failure(task: asyncio.Task) -> None:
     """A step that failed beside the crawl is logged; the crawl goes on (its critic is saved)."""
     if not task.cancelled() and task.exception() is not None:
@@ -190,10 +198,9 @@ class StepsBeside:
         priority from their source's new score (not the apprentice's own), the figures are recounted."""
         crawler = self.crawler
         if crawler.apprentice is None:
-            store = crawler.store  # a shared crawl's unit runs again if it deadlocked with another worker's page
-            rows = sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)), key=lambda row: row[1])
-            for start in range(0, len(rows), PRIORITIES_PER_UNIT):
-                store.run_unit(lambda chunk=rows[start:start + PRIORITIES_PER_UNIT]: store.set_priorities(chunk))
+            store = crawler.store
+            write_priorities(store, sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)),
+                                           key=lambda row: row[1]))
         crawler.frontier.resync()
         crawler.progress.recount(crawler.store)
         if crawler.adaptation is not None:
