@@ -13,7 +13,7 @@ import pytest
 
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, Discovered
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, Discovered
 from focuscrawl.store.pg_frontier import PgFrontier, connect
 from focuscrawl.store.pg_repository import PgRepository
 
@@ -204,3 +204,21 @@ def test_the_learning_steps_queue_left_aside_urls_again_and_put_hub_links_first(
     assert best["q.test"] == HEAD + 0.7 and best["phase.test"] == HEAD + 0.2 and best.get("deep.test") is None
     first = a.next_ready()
     assert (first.url_id, first.priority) == (queued[0], HEAD + 0.7)
+
+
+def test_a_bounded_queue_skips_the_lowest_urls_of_every_worker_and_leaves_a_locked_one_alone(postgres_dsn, crawl):
+    a, b = worker(postgres_dsn, crawl, "a"), worker(postgres_dsn, crawl, "b")
+    ids = a.add(links(40, 4), 1, None) + b.add([Discovered(f"http://h9.test/p{i}", "h9.test", 0.001 * i, None)
+                                                 for i in range(10)], 1, None)
+    lowest = a.db.execute("SELECT id FROM urls ORDER BY priority, id LIMIT 1").fetchone()[0]
+    with b.db.transaction():  # b's page holds the lowest URL's row (queueing it again, say)
+        b.db.execute("SELECT 1 FROM urls WHERE id = %s FOR UPDATE", (lowest,))
+        assert a.trim(30) == 19  # a waits for nothing: the locked one stays for the next trim
+    assert a.trim(30) == 1
+    kept = a.db.execute("SELECT id, priority FROM urls WHERE state = 0 ORDER BY priority DESC").fetchall()
+    skipped = a.db.execute("SELECT MAX(priority), COUNT(*) FROM urls WHERE skip_reason = %s", (QUEUE_FULL,)).fetchone()
+    assert len(kept) == 30 and skipped[1] == 20 and skipped[0] <= kept[-1][1] and len(ids) == 50
+    best = dict(a.db.execute("SELECT host, best FROM hosts").fetchall())
+    assert best["h9.test"] is None  # its best is counted again: nothing of it queued
+    assert all(best[host] == a.db.execute("SELECT MAX(priority) FROM urls WHERE host = %s AND state = 0",
+                                          (host,)).fetchone()[0] for host in best)

@@ -20,6 +20,7 @@ import yaml
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.apprentice import Apprentice
+from focuscrawl.frontier import QUEUE_FULL
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 INTERVAL = 0.05
@@ -121,10 +122,11 @@ def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_y
     assert missing.returncode == 2 and missing.stderr.strip() == (
         f"error: {postgres_dsn}: holds no crawl named {name!r}; start one with 'focuscrawl crawl CONFIG --db …'")
     bounded = tmp_path / "bounded.yml"
-    bounded.write_text(config.read_text(encoding="utf-8").replace("max_queued: null", "max_queued: 1000"), encoding="utf-8")
+    bounded.write_text(config.read_text(encoding="utf-8").replace("near_duplicates: false", "near_duplicates: true"),
+                       encoding="utf-8")
     refused = run("crawl", str(bounded), "--db", postgres_dsn, "--crawl", name, "--out", str(tmp_path / "other"))
     assert refused.returncode == 2 and refused.stderr.strip() == (
-        "error: a crawl shared by workers cannot have yet: focus.max_queued")
+        "error: a crawl shared by workers cannot have yet: store.near_duplicates")
     unreachable = run("worker", "--db", "postgresql:///nowhere?host=/nonexistent", "--crawl", name)
     assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
     assert "Traceback" not in missing.stderr + refused.stderr + unreachable.stderr
@@ -279,3 +281,11 @@ def test_the_portal_of_a_shared_crawl_shows_the_pages_its_workers_store_meanwhil
     finally:
         portal.terminate()
         portal.wait(10)
+
+
+def test_a_shared_crawls_bounded_queue_is_trimmed_by_its_workers(serve, tmp_path, postgres_dsn):
+    db, _, logged = learning_crawl(serve, tmp_path, postgres_dsn, {}, focus={"max_queued": 5})
+    trimmed = db.execute("SELECT COUNT(*) FROM urls WHERE skip_reason = %s", (QUEUE_FULL,)).fetchone()[0]
+    queued = db.execute("SELECT COUNT(*) FROM urls WHERE state = 0").fetchone()[0]
+    assert trimmed > 0 and queued <= 5 + 100, (trimmed, queued)  # BINGO!'s bucket: trimmed once it holds 100 more
+    assert "Traceback" not in logged

@@ -51,12 +51,7 @@ log = logging.getLogger(__name__)
 
 def unshared(config: CrawlConfig) -> list[str]:
     """The settings a crawl shared by workers cannot have yet."""
-    problems = []
-    if config.focus.max_queued is not None:
-        problems.append("focus.max_queued")
-    if config.store.near_duplicates:
-        problems.append("store.near_duplicates")
-    return problems
+    return ["store.near_duplicates"] if config.store.near_duplicates else []
 
 
 async def _trained_critic(config: CrawlConfig, hosts: Hosts) -> Critic | None:

@@ -514,6 +514,21 @@ class PgFrontier(HostLeases):
             self._give_back(lease)
         self.db.execute(f"UPDATE workers SET stopped_at = {NOW} WHERE worker = %s", (self.worker,))
 
+    def trim(self, max_queued: int) -> int:
+        """BINGO!'s bounded queue (the SQLite frontier's ``trim``), shared: beyond ``max_queued``
+        URLs in a queue the lowest-priority ones are skipped. The ranking is read first, then the
+        rows are taken with SKIP LOCKED: a URL another worker's page is queueing again is left
+        alone (trimmed next time), never waited for, so two workers trimming cannot deadlock."""
+        ranked = [url_id for url_id, in self.db.execute(
+            f"SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY queue ORDER BY priority DESC, id) AS rank"
+            f" FROM urls WHERE state = {QUEUED}) AS r WHERE rank > %s ORDER BY id", (max_queued,))]
+        hosts = [host for host, in self.db.execute(
+            f"UPDATE urls SET state = {SKIPPED}, skip_reason = %s WHERE id IN (SELECT id FROM urls WHERE id = ANY(%s)"
+            f" AND state = {QUEUED} ORDER BY id FOR UPDATE SKIP LOCKED) RETURNING host", (QUEUE_FULL, ranked))]
+        recount_best(self.db, hosts)
+        self.size -= len(hosts)
+        return len(hosts)
+
     def drop_host(self, name: str) -> int:
         """A bad host: its queued URLs are skipped for the rest of the crawl, by every worker."""
         dropped = self.db.execute(f"UPDATE urls SET state = {SKIPPED}, skip_reason = 'host marked bad' WHERE host = %s"
