@@ -7,13 +7,16 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
+from contextlib import closing
 
+import numpy as np
 import psycopg
 import pytest
 import yaml
@@ -21,7 +24,11 @@ from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.apprentice import Apprentice
 from focuscrawl.frontier import QUEUE_FULL
+from focuscrawl.store.near_duplicates import NearDuplicateRecords
+from focuscrawl.store.pg_repository import snapshot
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+
+from conftest import fast_config
 
 INTERVAL = 0.05
 LEASE = 3.0
@@ -115,21 +122,15 @@ def test_a_worker_killed_mid_crawl_loses_nothing_and_another_goes_on(shared_craw
     assert len(pages) - len(set(pages)) <= 4
 
 
-def test_a_worker_of_a_crawl_the_database_does_not_hold_or_a_config_not_shared_yet_gets_one_line(
+def test_a_worker_of_a_crawl_the_database_does_not_hold_or_cannot_reach_gets_one_line(
         shared_crawl, postgres_dsn, tmp_path):
     server, config, name, directory = shared_crawl
     missing = run("worker", "--db", postgres_dsn, "--crawl", name, "--id", "w1")
     assert missing.returncode == 2 and missing.stderr.strip() == (
         f"error: {postgres_dsn}: holds no crawl named {name!r}; start one with 'focuscrawl crawl CONFIG --db …'")
-    bounded = tmp_path / "bounded.yml"
-    bounded.write_text(config.read_text(encoding="utf-8").replace("near_duplicates: false", "near_duplicates: true"),
-                       encoding="utf-8")
-    refused = run("crawl", str(bounded), "--db", postgres_dsn, "--crawl", name, "--out", str(tmp_path / "other"))
-    assert refused.returncode == 2 and refused.stderr.strip() == (
-        "error: a crawl shared by workers cannot have yet: store.near_duplicates")
     unreachable = run("worker", "--db", "postgresql:///nowhere?host=/nonexistent", "--crawl", name)
     assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in missing.stderr + refused.stderr + unreachable.stderr
+    assert "Traceback" not in missing.stderr + unreachable.stderr
 
 
 def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict, strategy: str = "best-first",
@@ -289,3 +290,34 @@ def test_a_shared_crawls_bounded_queue_is_trimmed_by_its_workers(serve, tmp_path
     queued = db.execute("SELECT COUNT(*) FROM urls WHERE state = 0").fetchone()[0]
     assert trimmed > 0 and queued <= 5 + 100, (trimmed, queued)  # BINGO!'s bucket: trimmed once it holds 100 more
     assert "Traceback" not in logged
+
+
+def test_workers_keep_a_near_copy_of_a_page_without_following_its_links_and_the_snapshot_holds_the_pair(
+        serve, tmp_path, postgres_dsn):
+    rng = np.random.default_rng(9)
+    text = " ".join(rng.choice([f"term{i}" for i in range(300)], 500))
+    changed = text.split()
+    changed[10:12] = ["revised", "wording"]
+    server = serve({"/": '<a href="/v1">v1</a> <a href="/v2">v2</a>',
+                    "/v1": f'<p>{text}</p><a href="/v1/more">more</a>',
+                    "/v2": f'<p>{" ".join(changed)}</p><a href="/v2/more">more</a>',
+                    "/v1/more": "<p>the first copy's own page</p>", "/v2/more": "<p>the second copy's own page</p>"})
+    config = fast_config(seeds=[server.url("/")], strategy="bfs", store={"near_duplicates": True},
+                         fetch={"concurrency": 1, "processes": 1, "loopback_only": True},
+                         politeness={"min_interval": 0.2, "per_host_connections": 1})  # /v1 answered before /v2 is asked
+    path, name, directory = tmp_path / "crawl.yml", f"t{uuid.uuid4().hex[:12]}", tmp_path / "crawl"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    done = run("crawl", str(path), "--db", postgres_dsn, "--crawl", name, "--workers", "2", "--out", str(directory))
+    assert done.returncode == 0, done.stderr
+    db = tables(postgres_dsn, name)
+    fetched = {url.rpartition(":")[2].partition("/")[2] for (url,) in db.execute("SELECT url FROM fetches")}
+    snapshot(postgres_dsn, name, directory)
+    with closing(sqlite3.connect(directory / "crawl.db")) as copy:
+        near = copy.execute("SELECT u.url, o.url, n.similarity FROM near_duplicates n JOIN urls u ON u.id = n.url_id"
+                            " JOIN urls o ON o.id = n.original").fetchall()
+        signed = copy.execute("SELECT COUNT(*) FROM page_signatures").fetchone()[0]
+    (copy_url, original_url, similarity), = near  # whichever of the two came second is the copy
+    copy_, original = copy_url.rpartition("/")[2], original_url.rpartition("/")[2]
+    assert {copy_, original} == {"v1", "v2"} and similarity >= 0.8
+    assert f"{original}/more" in fetched and f"{copy_}/more" not in fetched  # the near copy was kept, its links not followed
+    assert signed == 3 and NearDuplicateRecords(sqlite3.connect(directory / "crawl.db")).counts() == (3, 1, 1)

@@ -94,7 +94,7 @@ class PagePipeline:
                 relevance = judgement.relevance if judgement is not None else None
         near = judged.signature is not None and not duplicate_of
         if near:  # a page that nearly repeats one stored before is kept, not expanded
-            original, similar = self.store.search.near_duplicates.original_of(judged.signature)
+            original, similar = self.store.near_duplicates.original_of(judged.signature)
             follow = follow and original is None
         def store_page() -> None:  # one unit of work (a shared crawl's may run again after a deadlock)
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
@@ -110,7 +110,7 @@ class PagePipeline:
                     self.store.search.index(item.url_id)
                     self.stage_seconds["index"] += time.perf_counter() - indexing
                 if near:
-                    self.store.search.near_duplicates.record(item.url_id, judged.signature, original, similar)
+                    self.store.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
                     self._queue_links(item, page, relevance, judgement)
             self.frontier.finish(item, response.error if response.refused else None)

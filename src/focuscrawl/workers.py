@@ -49,11 +49,6 @@ from focuscrawl.topics import train_critic
 log = logging.getLogger(__name__)
 
 
-def unshared(config: CrawlConfig) -> list[str]:
-    """The settings a crawl shared by workers cannot have yet."""
-    return ["store.near_duplicates"] if config.store.near_duplicates else []
-
-
 async def _trained_critic(config: CrawlConfig, hosts: Hosts) -> Critic | None:
     """The crawl's critic, trained once here (workers training their own would each fetch the
     examples, outside any host lease)."""
@@ -108,8 +103,6 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
     """A new shared crawl (``config.store.database`` names its database): the directory claimed,
     the configuration written there and in the database with the seeds queued and the critic
     trained (refused if the database already holds this crawl); the configuration as published."""
-    if problems := unshared(config):
-        raise ConfigError(f"a crawl shared by workers cannot have yet: {', '.join(problems)}")
     directory = Path(directory)
     config = as_shared(config, directory)
     dsn, crawl = config.store.database, config.store.crawl_name

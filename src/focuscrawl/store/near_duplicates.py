@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from typing import Protocol
 from collections.abc import Iterator
 
 import numpy as np
@@ -33,6 +34,47 @@ def stored_bands(signature: np.ndarray) -> list[int]:
     """The signature's bands as a running crawl stores them: band number and CRC-32 of its values."""
     rows = len(signature) // STORED_BANDS
     return [band << 32 | zlib.crc32(signature[band * rows:(band + 1) * rows].tobytes()) for band in range(STORED_BANDS)]
+
+
+class RunningRecords(Protocol):
+    """What a running crawl asks of its near-duplicate records, on either backend."""
+
+    def original_of(self, signature: np.ndarray) -> tuple[int | None, float]: ...
+    def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None: ...
+
+
+PG_NEAR_DUPLICATES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS page_signatures (url_id bigint PRIMARY KEY, signature bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS near_duplicates (url_id bigint PRIMARY KEY, original bigint NOT NULL, similarity real NOT NULL);
+CREATE TABLE IF NOT EXISTS signature_bands (band bigint NOT NULL, url_id bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS signature_bands_band ON signature_bands (band);
+"""
+
+
+class PgNearDuplicateRecords:
+    """The running crawl's part of :class:`NearDuplicateRecords` on a shared crawl's PostgreSQL
+    tables (copied into ``crawl.db`` by the snapshot, where the rest is read). Two workers signing
+    near-duplicates at the same moment may each keep theirs as an original: ``organise
+    duplicates`` regroups them afterwards."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def original_of(self, signature: np.ndarray) -> tuple[int | None, float]:
+        return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
+            "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
+            " (SELECT url_id FROM signature_bands WHERE band = ANY(%s))"
+            " AND NOT EXISTS (SELECT 1 FROM near_duplicates n WHERE n.url_id = s.url_id)", (stored_bands(signature),))])
+
+    def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None:
+        self.db.execute("INSERT INTO page_signatures (url_id, signature) VALUES (%s, %s) ON CONFLICT (url_id)"
+                        " DO UPDATE SET signature = excluded.signature", (url_id, signature.tobytes()))
+        self.db.execute("INSERT INTO signature_bands (band, url_id) SELECT unnest(%s::bigint[]), %s",
+                        (stored_bands(signature), url_id))
+        if original is not None:
+            self.db.execute("INSERT INTO near_duplicates (url_id, original, similarity) VALUES (%s, %s, %s)"
+                            " ON CONFLICT (url_id) DO UPDATE SET original = excluded.original,"
+                            " similarity = excluded.similarity", (url_id, original, similarity))
 
 
 class NearDuplicateRecords:

@@ -28,6 +28,7 @@ import psycopg
 from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
+from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, PgNearDuplicateRecords
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
@@ -117,7 +118,8 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
 -- md5: a link's features may outgrow a B-tree entry (about 2.7 kB)
 CREATE UNIQUE INDEX IF NOT EXISTS link_features_distinct ON link_features (target_id, md5(features));
 CREATE TABLE IF NOT EXISTS apprentice_terms (id bigserial PRIMARY KEY, term text NOT NULL UNIQUE);
-"""
+""" + PG_NEAR_DUPLICATES_SCHEMA
+LAST_TABLE = "signature_bands"  # the schema's last: a crawl made by an older version gets what it lacks
 
 
 def published(dsn: str, crawl: str) -> dict[str, str] | None:
@@ -374,8 +376,9 @@ class PgRepository(PgApprenticeInstances):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.db = pg_frontier.connect(dsn, crawl)
         self.db.execute("SET synchronous_commit = off")
-        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), "apprentice_terms", SCHEMA)
+        pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), LAST_TABLE, SCHEMA)
         self.queries = PgQueries(self.db, lambda: pg_frontier.connect(dsn, crawl))
+        self.near_duplicates = PgNearDuplicateRecords(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
         self.harvest_log = None  # opened by the first entry: the publisher writes none
@@ -558,7 +561,7 @@ class PgRepository(PgApprenticeInstances):
 
 
 SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps", "adaptations",
-                   "link_scores")
+                   "link_scores", "page_signatures", "near_duplicates", "signature_bands")
 
 
 def snapshot(dsn: str, crawl: str, directory: Path, rows_per_batch: int = 10_000) -> dict[str, int]:

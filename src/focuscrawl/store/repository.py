@@ -27,6 +27,7 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
+from focuscrawl.store.near_duplicates import RunningRecords
 from focuscrawl.store.queries import Queries
 from focuscrawl.store.search_index import AnchorFollower, SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
@@ -101,6 +102,7 @@ class Repository(Protocol):
     files: CrawlDir
     queries: Any  # the backend's queries (:class:`.queries.Queries` for SQLite)
     search: Any  # the backend's search index (:class:`.search_index.SearchIndex` for SQLite)
+    near_duplicates: RunningRecords  # where a running crawl signs its pages (store.near_duplicates)
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
 
@@ -210,6 +212,7 @@ class Store(ApprenticeInstances):
         self.commit_pages, self.commit_seconds = 1, 1.0
         self._units, self._group_started, self._depth = 0, 0.0, 0
         self.search = SearchIndex(self.db)
+        self.near_duplicates = self.search.near_duplicates
         self.anchor_follower = AnchorFollower(self.search, active=search_index)  # a crawl keeping it current
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
