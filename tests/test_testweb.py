@@ -16,6 +16,7 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -30,9 +31,11 @@ from focuscrawl.fetch.http import Fetcher
 from focuscrawl.parse import INVISIBLE, LINK_TAGS, decode_html, parse_html, resolve_href
 from focuscrawl.store import crawl_status
 from focuscrawl.taxonomy import TaxonomyModel
+from focuscrawl.templates import SiteTemplates, leaf_keys, without_template
 from focuscrawl.testweb.build import package_list
 from focuscrawl.testweb.groundtruth import PageGraph, Truth
 from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.text import word_counts
 from focuscrawl.topics import import_taxonomy, read_file_text, read_folder_tree
 
 pytestmark = pytest.mark.slow
@@ -207,6 +210,34 @@ def test_the_parser_reads_the_text_and_links_lxml_reads_on_real_pages(small_web)
         same_text += "".join(page.text.split()) == text
         same_links += [(link.url, "".join(link.anchor_text.split())) for link in page.links] == links
     assert same_text >= 0.995 * len(sample) and same_links >= 0.995 * len(sample), (same_text, same_links, len(sample))
+
+
+def test_real_sites_templates_make_their_pages_look_alike_and_leaving_them_out_does_not(small_web):
+    """On every site of the small web with 30 pages or more, a template learnt from 30 of its pages
+    (focuscrawl.templates) leaves every page some text of its own, and the pages' word sets overlap
+    less without it (mean pairwise Jaccard; stop 36 measured 12 to 68 % less)."""
+    rows = sqlite3.connect(small_web / "testweb.db").execute("SELECT url, path FROM pages WHERE refresh IS NULL").fetchall()
+    by_host: dict[str, list[str]] = {}
+    for url, path in rows:
+        by_host.setdefault(urlsplit(url).netloc, []).append((url, path))
+    drops = []
+    for host, pages in sorted(by_host.items()):
+        if len(pages) < 30:
+            continue
+        parsed = [parse_html((small_web / "root" / path).read_bytes(), url) for url, path in random.Random(0).sample(pages, 30)]
+        templates = SiteTemplates()
+        for page in parsed:
+            templates.learn(host, leaf_keys(page.leaves))
+        assert templates.of(host), host
+        mains = [without_template(page, templates.of(host)) or page for page in parsed]
+        assert sum(main is not page for main, page in zip(mains, parsed)) > 20, host  # few pages are all template
+        full = [set(word_counts(page.text)) for page in parsed]
+        main = [set(word_counts(page.text)) for page in mains]
+        pairs = [(i, j) for i in range(30) for j in range(i + 1, 30)]
+        before = sum(len(full[i] & full[j]) / len(full[i] | full[j]) for i, j in pairs)
+        after = sum(len(main[i] & main[j]) / len(main[i] | main[j]) for i, j in pairs)
+        drops.append((1 - after / before, host))
+    assert len(drops) >= 5 and min(drops)[0] > 0.05 and sorted(drops)[len(drops) // 2][0] > 0.2, drops
 
 
 def test_reachable_pages_and_topic_locality_follow_the_link_table(small_web):

@@ -145,6 +145,10 @@ class TextSettings(_Section):
     stem: bool = True
     language_check: bool = Field(False, description="BINGO! §2.3.6 stop-word counting")
     min_stopword_score: int = Field(0, description="d_STOP: pages scoring below are not classified")
+    site_templates: Literal["none", "examples", "all"] = Field(
+        "none", description="leave out the text a site repeats on many of its pages (navigation, footers;"
+                            " focuscrawl.templates) from the examples, or from the examples and the judged and stored"
+                            " pages; measured in the README, not a gain on every topic")
 
     @field_validator("language")
     @classmethod

@@ -26,6 +26,7 @@ from focuscrawl.apprentice import LinkWindows, page_link_windows
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
 from focuscrawl.text import WORDS, Analyzer, signature, stopword_score, word_counts
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class Judged:
     judgement: Judgement | None = None
     language_score: int | None = None
     signature: np.ndarray | None = None  # of the text, for near-duplicates (store.near_duplicates)
+    leaf_keys: list[int] | None = None  # for the site's template, while it is being learnt
     parse_seconds: float = 0.0  # CPU time of the two stages, in whichever process did them
     classify_seconds: float = 0.0
 
@@ -58,7 +60,11 @@ class Judge:
         self.keep_leaves = config.focus.link_context is not None
         self.sign = config.store.near_duplicates
 
-    def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+    def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str,
+                 template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
+        """``template``: the leaf keys of the site's template, left out of the page's text (which
+        the critic judges and the store keeps); ``learning``: the site's template is still being
+        learnt, so the page's leaf keys go back with it."""
         started = time.perf_counter()
         try:
             page = parse_html(body, url, charset, robots_header)
@@ -68,6 +74,13 @@ class Judge:
         if page.refresh:
             return Judged(refresh=page.refresh, parse_seconds=parsed - started)
         judged = Judged(page, parse_seconds=parsed - started)
+        judged_page = page  # what the critic sees: the main text, when the site's template is known
+        if template or learning:
+            keys = leaf_keys(page.leaves)
+            judged.leaf_keys = keys if learning else None
+            main = without_template(page, template, keys)
+            if main is not None:
+                page.text, judged_page = main.text, main
         if self.analyzer is not None:  # the apprentice's leaf terms; the language check's words come with them
             self.analyzer.page_terms(page)
         if self.language_check:  # the critic counts terms from the same words
@@ -78,7 +91,7 @@ class Judge:
                                             and judged.language_score < self.min_stopword_score):
             if self.analyzer is not None:
                 page_link_windows(self.analyzer, page, self.d_max)
-            judged.judgement = self.critic.judge(page)
+            judged.judgement = self.critic.judge(judged_page)
         if self.sign:
             judged.signature = signature(page.text)
         self._keep_what_the_crawl_needs(page)
@@ -114,13 +127,13 @@ def _exit_with(parent: int) -> None:
 
 
 def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: str | None,
-                     robots_header: str) -> Judged:
+                     robots_header: str, template: frozenset[int], learning: bool) -> Judged:
     """Judge with the pool's current judge: a worker that has an older one reads the new one
     first, from the file the pool wrote for that version in the folder ``judges``."""
     global _worker_judge, _worker_version
     if version != _worker_version:
         _worker_judge, _worker_version = pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version
-    return _worker_judge(body, url, charset, robots_header)
+    return _worker_judge(body, url, charset, robots_header, template, learning)
 
 
 class JudgePool:
@@ -159,17 +172,20 @@ class JudgePool:
         written.rename(written.with_suffix(""))  # whole before any worker reads it
         self._version += 1
 
-    async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str) -> Judged:
+    async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str,
+                    template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
+        """:meth:`Judge.__call__` in a worker process, or in this one."""
         if self._pool is None:
-            return self._judge(body, url, charset, robots_header)
+            return self._judge(body, url, charset, robots_header, template, learning)
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                self._pool, _judge_in_worker, self._version, str(self._judges), body, url, charset, robots_header)
+                self._pool, _judge_in_worker, self._version, str(self._judges), body, url, charset, robots_header,
+                template, learning)
         except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
             log.warning("a judging worker died; starting new ones")
             self._stop(wait=False)
             self.use(self._judge)
-            return self._judge(body, url, charset, robots_header)
+            return self._judge(body, url, charset, robots_header, template, learning)
 
     def close(self) -> None:
         """At the end of a run: the workers exit and are reaped (their CPU time counts)."""

@@ -25,6 +25,7 @@ from focuscrawl.parse import Page
 from focuscrawl.progress import Progress
 from focuscrawl.store import Repository, content_hash
 from focuscrawl.taxonomy import TaxonomyModel
+from focuscrawl.templates import NO_TEMPLATE, SiteTemplates
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class PagePipeline:
         self.apprentice, self.progress, self.stage_seconds = apprentice, progress, stage_seconds
         self.rules = UrlRules(config)
         self.judges = JudgePool(config.fetch.process_count)
+        self.templates = SiteTemplates() if config.text.site_templates == "all" else None  # learnt again after a resume
         self.critic = None
         self.focus: Focus | None = None
         self.fetcher: Fetcher | None = None
@@ -64,8 +66,13 @@ class PagePipeline:
         the learning loops see the page."""
         judged, critic = Judged(), self._critic
         if response.ok_html:
+            host, templates = host_of(response.final_url), self.templates
             judged = await self.judges.judge(response.body, response.final_url, response.charset,
-                                             response.headers.get("x-robots-tag", ""))
+                                             response.headers.get("x-robots-tag", ""),
+                                             templates.of(host) if templates else NO_TEMPLATE,
+                                             templates is not None and templates.learning(host))
+            if judged.leaf_keys is not None:
+                templates.learn(host, judged.leaf_keys)
         if judged.judgement is not None and self._critic is not critic:  # retrained meanwhile: not judged again later
             clock = time.perf_counter()
             judged.judgement = self._critic.judge(judged.page)

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
+from collections import deque
 from html.parser import HTMLParser
 from pathlib import Path
 
 from focuscrawl.config import ConfigError, CrawlConfig
 from focuscrawl.fetch.http import Fetcher
-from focuscrawl.fetch.urls import canonical_url
+from focuscrawl.fetch.urls import canonical_url, host_of
 from focuscrawl.learn import Critic
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.taxonomy import MODEL_FILE, OTHERS, Node, TaxonomyError, TaxonomyModel, load_tree, save_tree
+from focuscrawl.templates import SiteTemplates, leaf_keys, without_template
 
 log = logging.getLogger(__name__)
 EXAMPLES_FILE = "examples.jsonl"  # the text of every example of a taxonomy, so retraining does not refetch
 HTML_SUFFIXES = {".html", ".htm", ".xhtml", ".shtml"}
 TEXT_SUFFIXES = HTML_SUFFIXES | {".txt", ".text", ".md", ".rst"}
+PROBE_PAGES = 10  # pages of an example's site its template is learnt from (the examples, then pages reached from them)
 
 
 def _is_url(entry: str) -> bool:
@@ -82,14 +86,14 @@ async def fetch_example_page(url: str, fetcher: Fetcher) -> Page:
     return parse_html(response.body, response.final_url, response.charset)
 
 
-async def example_texts(entries: list[str], field: str, fetcher: Fetcher) -> list[str]:
-    """The text of every example that could be read or fetched; failures are logged and skipped."""
-    return list((await read_examples(entries, field, fetcher)).values())
-
-
 async def read_examples(entries: list[str], field: str, fetcher: Fetcher, warn=None) -> dict[str, str]:
     """Example (URL or file path) -> text, for each that could be read or fetched and holds text;
     the others are reported to ``warn`` (default: the log) and skipped."""
+    return {entry: page.text for entry, page in (await read_example_pages(entries, field, fetcher, warn)).items()}
+
+
+async def read_example_pages(entries: list[str], field: str, fetcher: Fetcher, warn=None) -> dict[str, Page]:
+    """Example (URL or file path) -> page, for each that could be read or fetched and holds text."""
     warn = warn or log.warning
     urls, files = [], []
     for index, entry in enumerate(entries):
@@ -100,29 +104,74 @@ async def read_examples(entries: list[str], field: str, fetcher: Fetcher, warn=N
             continue
         urls += found_urls
         files += found_files
-    texts = {}
+    pages = {}
     for path in files:
         try:
-            texts[str(path)] = read_file_text(path)
+            pages[str(path)] = read_file_page(path)
         except (OSError, DecodeError) as err:
             warn(f"{path}: example skipped: {err}")
     for url in urls:
         try:
-            texts[url] = (await fetch_example_page(url, fetcher)).text
+            pages[url] = await fetch_example_page(url, fetcher)
         except DecodeError as err:
             warn(f"{url}: example skipped: {err}")
-    return {entry: text for entry, text in texts.items() if text.strip()}
+    return {entry: page for entry, page in pages.items() if page.text.strip()}
+
+
+async def example_templates(pages: list[Page], fetcher: Fetcher, per_host: int = PROBE_PAGES) -> SiteTemplates:
+    """The templates of the example pages' sites, learnt from the examples and, where a site
+    gave fewer than ``per_host``, from pages of the same site reached from them (fetched politely,
+    not kept): a site's template cannot be told from the one or two examples it gave."""
+    by_host: dict[str, list[Page]] = {}
+    for page in pages:
+        if _is_url(page.url):
+            by_host.setdefault(host_of(page.url), []).append(page)
+
+    async def learn(host: str, examples: list[Page]) -> int:
+        """Breadth-first from the examples, within their site, up to ``per_host`` pages."""
+        pages, seen = list(examples), {page.url for page in examples}
+        wanted = deque(link.url for page in examples for link in page.links)
+        while wanted and len(pages) < per_host:
+            url = wanted.popleft()
+            if url in seen or host_of(url) != host:
+                continue
+            seen.add(url)
+            try:
+                page = await fetch_example_page(url, fetcher)
+            except DecodeError:
+                continue
+            pages.append(page)
+            wanted.extend(link.url for link in page.links)
+        for page in pages:
+            templates.learn(host, leaf_keys(page.leaves))
+        return len(pages) - len(examples)
+
+    templates = SiteTemplates()
+    probed = await asyncio.gather(*(learn(host, examples) for host, examples in by_host.items()))
+    log.info("site templates of the examples' %d sites: %d more pages of them fetched, %d templates known",
+             len(by_host), sum(probed), templates.hosts)
+    return templates
+
+
+def example_text(page: Page, templates: SiteTemplates | None) -> str:
+    """An example's text without its site's template (if known and not the whole page)."""
+    main = without_template(page, templates.of(host_of(page.url))) if templates is not None else None
+    return page.text if main is None else main.text
 
 
 async def train_critic(config: CrawlConfig, fetcher: Fetcher) -> Critic:
-    """Pant §5: negatives are kept at ``negatives_per_positive`` times the positives (a seeded sample)."""
+    """Pant §5: negatives are kept at ``negatives_per_positive`` times the positives (a seeded
+    sample). With ``text.site_templates``, the examples lose their sites' templates first."""
     topic = config.topic
-    positives = await example_texts(topic.positive, "topic.positive", fetcher)
-    negatives = await example_texts(topic.negative, "topic.negative", fetcher)
+    positives = list((await read_example_pages(topic.positive, "topic.positive", fetcher)).values())
+    negatives = list((await read_example_pages(topic.negative, "topic.negative", fetcher)).values())
     if not positives:
         raise ConfigError("topic.positive: none of the positive examples could be read")
     if not negatives:
         raise ConfigError("topic.negative: the critic needs negative examples, none could be read")
+    templates = await example_templates(positives + negatives, fetcher) if config.text.site_templates != "none" else None
+    positives = [example_text(page, templates) for page in positives]
+    negatives = [example_text(page, templates) for page in negatives]
     keep = max(1, round(len(positives) * topic.negatives_per_positive))
     if len(negatives) > keep:
         negatives = random.Random(0).sample(negatives, keep)

@@ -160,6 +160,12 @@ REGISTRY = {spec.name: spec for spec in [
     # our own: the critic learns from the crawl what the topic is not (reliable negatives, spy technique)
     CrawlerSpec("svm-negatives", {"strategy": "best-first", "classifier": "svm-linear",
                                   "adaptation": {"negatives_after": 0.1}}),
+    # our own: the critic trained on the examples without their sites' templates (navigation, footers),
+    # and, with -all, judging and storing pages without theirs too (focuscrawl.templates)
+    CrawlerSpec("svm-templates", {"strategy": "best-first", "classifier": "svm-linear",
+                                  "text": {"site_templates": "examples"}}),
+    CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-linear",
+                                      "text": {"site_templates": "all"}}),
     # the online apprentice learning from that critic's labels
     CrawlerSpec("apprentice-negatives", {**ONLINE, "adaptation": {"negatives_after": 0.1}}, same_critic="svm-negatives"),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),

@@ -32,7 +32,7 @@ from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, PgNearDu
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
-from focuscrawl.store.schema import QUEUED, SKIPPED, transaction, upgrade_schema
+from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
 
 SCHEMA = """
