@@ -208,7 +208,7 @@ class ApprenticeLoop:
         unit, chunk by chunk in target order (the links never all in memory), then written a few
         thousand per unit (:func:`write_priorities`); how many URLs."""
         priorities, targets = self.store.run_unit(lambda: self._rescored(model, chunk))
-        write_priorities(self.store, list(zip(priorities.tolist(), targets.tolist())))
+        write_priorities(self.store, priorities, targets)
         return len(targets)
 
     def _rescored(self, model: Apprentice, chunk: int) -> tuple[np.ndarray, np.ndarray]:

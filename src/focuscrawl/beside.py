@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
+import numpy as np
+
 from focuscrawl.frontier import HEAD
 
 log = logging.getLogger(__name__)
@@ -48,12 +50,14 @@ def rejudge(queries, critic) -> list[Judged]:
     return judged
 
 
-def write_priorities(store, rows: list[tuple[float, int]]) -> None:
-    """New priorities (priority, url id; in url id order) for many queued URLs, a few thousand per
-    unit: in a shared crawl, other workers' pages wait for a row lock only briefly, and a unit
-    that deadlocked with one of them runs again alone, not the whole re-scoring."""
-    for start in range(0, len(rows), PRIORITIES_PER_UNIT):
-        store.run_unit(lambda chunk=rows[start:start + PRIORITIES_PER_UNIT]: store.set_priorities(chunk))
+def write_priorities(store, priorities: np.ndarray, url_ids: np.ndarray) -> None:
+    """New priorities for many queued URLs (in url id order), a few thousand per unit: in a shared
+    crawl, other workers' pages wait for a row lock only briefly, and a unit that deadlocked with
+    one of them runs again alone, not the whole re-scoring; only a unit's rows are Python objects."""
+    for start in range(0, len(url_ids), PRIORITIES_PER_UNIT):
+        part = slice(start, start + PRIORITIES_PER_UNIT)
+        rows = list(zip(priorities[part].tolist(), url_ids[part].tolist()))
+        store.run_unit(lambda rows=rows: store.set_priorities(rows))
 
 
 def logged_failure(task: asyncio.Task) -> None:
@@ -199,8 +203,9 @@ class StepsBeside:
         crawler = self.crawler
         if crawler.apprentice is None:
             store = crawler.store
-            write_priorities(store, sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)),
-                                           key=lambda row: row[1]))
+            rows = sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)), key=lambda row: row[1])
+            write_priorities(store, np.array([priority for priority, _ in rows]),
+                             np.array([url_id for _, url_id in rows], dtype=np.int64))
         crawler.frontier.resync()
         crawler.progress.recount(crawler.store)
         if crawler.adaptation is not None:
