@@ -166,6 +166,9 @@ REGISTRY = {spec.name: spec for spec in [
                                   "text": {"site_templates": "examples"}}),
     CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-linear",
                                       "text": {"site_templates": "all"}}),
+    CrawlerSpec("svm-negatives-templates", {"strategy": "best-first", "classifier": "svm-linear",
+                                            "adaptation": {"negatives_after": 0.1},
+                                            "text": {"site_templates": "examples"}}),
     # the online apprentice learning from that critic's labels
     CrawlerSpec("apprentice-negatives", {**ONLINE, "adaptation": {"negatives_after": 0.1}}, same_critic="svm-negatives"),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
