@@ -8,6 +8,7 @@ same concurrency, same page count; prints both results and the ratio of pages pe
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: one per core)")
     parser.add_argument("--order", default=None, choices=get_args(Order), help="focuscrawl's frontier.order (default: band)")
     args = parser.parse_args()
+    if importlib.util.find_spec("scrapy") is None:  # checked first: our half takes minutes
+        sys.exit("error: Scrapy is not installed here; pip install -e '.[bench]'")
     ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
     server = ServedTestWeb(args.testweb)
     try:
