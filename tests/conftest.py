@@ -71,6 +71,20 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.network)
 
 
+def near_copy_site() -> dict[str, str]:
+    """Two pages whose texts differ by two words (/v1, /v2), each linking to a page of its own."""
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    text = " ".join(rng.choice([f"term{i}" for i in range(300)], 500))
+    changed = text.split()
+    changed[10:12] = ["revised", "wording"]
+    return {"/": '<a href="/v1">v1</a> <a href="/v2">v2</a>',
+            "/v1": f'<p>{text}</p><a href="/v1/more">more</a>',
+            "/v2": f'<p>{" ".join(changed)}</p><a href="/v2/more">more</a>',
+            "/v1/more": "<p>the first copy's own page</p>", "/v2/more": "<p>the second copy's own page</p>"}
+
+
 def fast_config(**overrides):
     """A fast, loopback-only config for tests; nested dicts override section by section."""
     data = {

@@ -12,6 +12,8 @@ from focuscrawl.organise.filtering import MISCELLANEOUS, filter_taxonomy, kept
 from focuscrawl.organise.meta import combine, error_and_loss, meta_mapping, purity, unanimous_model, zero_loss
 from focuscrawl.text import SIGNATURE_BINS, signature, similarity
 
+from conftest import near_copy_site
+
 TOPICS = {
     "networking": "tcp socket packet router connection protocol port address network latency bandwidth",
     "cooking": "recipe oven flour butter sugar bake dough knead bread pastry kitchen",
@@ -272,15 +274,7 @@ def test_a_crawl_does_not_expand_a_page_that_nearly_repeats_one_it_stored(serve,
 
     from focuscrawl.crawler import Crawler
 
-    rng = np.random.default_rng(9)
-    text = " ".join(rng.choice([f"term{i}" for i in range(300)], 500))
-    changed = text.split()
-    changed[10:12] = ["revised", "wording"]
-    pages = {"/": '<a href="/v1">v1</a> <a href="/v2">v2</a>',
-             "/v1": f'<p>{text}</p><a href="/v1/more">more</a>',
-             "/v2": f'<p>{" ".join(changed)}</p><a href="/v2/more">more</a>',  # fetched after /v1 (breadth-first, in order)
-             "/v1/more": "<p>the first copy's own page</p>", "/v2/more": "<p>the second copy's own page</p>"}
-    server = serve(pages)
+    server = serve(near_copy_site())  # /v2 fetched after /v1 (breadth-first, in order)
     directory = tmp_path / "crawl"
     config = make_config(seeds=[server.url("/")], strategy="bfs", store={"near_duplicates": True},
                          fetch={"concurrency": 1})

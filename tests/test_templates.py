@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 import sys
 
+from aiohttp import web
+
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
@@ -100,7 +102,6 @@ def test_the_examples_lose_their_sites_template_learnt_from_pages_they_link_to(s
 
     async def handler(request):
         asked.append(request.path)
-        from aiohttp import web
         if request.path == "/robots.txt":
             return web.Response(text="User-agent: *\nAllow: /\n")
         if request.path not in site:

@@ -16,7 +16,6 @@ import uuid
 from collections import Counter, defaultdict
 from contextlib import closing
 
-import numpy as np
 import psycopg
 import pytest
 import yaml
@@ -28,7 +27,7 @@ from focuscrawl.store.near_duplicates import NearDuplicateRecords
 from focuscrawl.store.pg_repository import snapshot
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
-from conftest import fast_config
+from conftest import fast_config, near_copy_site
 
 INTERVAL = 0.05
 LEASE = 3.0
@@ -294,14 +293,7 @@ def test_a_shared_crawls_bounded_queue_is_trimmed_by_its_workers(serve, tmp_path
 
 def test_workers_keep_a_near_copy_of_a_page_without_following_its_links_and_the_snapshot_holds_the_pair(
         serve, tmp_path, postgres_dsn):
-    rng = np.random.default_rng(9)
-    text = " ".join(rng.choice([f"term{i}" for i in range(300)], 500))
-    changed = text.split()
-    changed[10:12] = ["revised", "wording"]
-    server = serve({"/": '<a href="/v1">v1</a> <a href="/v2">v2</a>',
-                    "/v1": f'<p>{text}</p><a href="/v1/more">more</a>',
-                    "/v2": f'<p>{" ".join(changed)}</p><a href="/v2/more">more</a>',
-                    "/v1/more": "<p>the first copy's own page</p>", "/v2/more": "<p>the second copy's own page</p>"})
+    server = serve(near_copy_site())
     config = fast_config(seeds=[server.url("/")], strategy="bfs", store={"near_duplicates": True},
                          fetch={"concurrency": 1, "processes": 1, "loopback_only": True},
                          politeness={"min_interval": 0.2, "per_host_connections": 1})  # /v1 answered before /v2 is asked

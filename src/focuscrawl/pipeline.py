@@ -66,13 +66,14 @@ class PagePipeline:
         the learning loops see the page."""
         judged, critic = Judged(), self._critic
         if response.ok_html:
-            host, templates = host_of(response.final_url), self.templates
+            template, learning = NO_TEMPLATE, False
+            if self.templates is not None:  # text.site_templates: all
+                host = host_of(response.final_url)
+                template, learning = self.templates.of(host), self.templates.learning(host)
             judged = await self.judges.judge(response.body, response.final_url, response.charset,
-                                             response.headers.get("x-robots-tag", ""),
-                                             templates.of(host) if templates else NO_TEMPLATE,
-                                             templates is not None and templates.learning(host))
+                                             response.headers.get("x-robots-tag", ""), template, learning)
             if judged.leaf_keys is not None:
-                templates.learn(host, judged.leaf_keys)
+                self.templates.learn(host, judged.leaf_keys)
         if judged.judgement is not None and self._critic is not critic:  # retrained meanwhile: not judged again later
             clock = time.perf_counter()
             judged.judgement = self._critic.judge(judged.page)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
-from typing import Protocol
 from collections.abc import Iterator
 
 import numpy as np
@@ -36,13 +35,6 @@ def stored_bands(signature: np.ndarray) -> list[int]:
     return [band << 32 | zlib.crc32(signature[band * rows:(band + 1) * rows].tobytes()) for band in range(STORED_BANDS)]
 
 
-class RunningRecords(Protocol):
-    """What a running crawl asks of its near-duplicate records, on either backend."""
-
-    def original_of(self, signature: np.ndarray) -> tuple[int | None, float]: ...
-    def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None: ...
-
-
 PG_NEAR_DUPLICATES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS page_signatures (url_id bigint PRIMARY KEY, signature bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS near_duplicates (url_id bigint PRIMARY KEY, original bigint NOT NULL, similarity real NOT NULL);
@@ -51,35 +43,48 @@ CREATE INDEX IF NOT EXISTS signature_bands_band ON signature_bands (band);
 """
 
 
-class PgNearDuplicateRecords:
-    """The running crawl's part of :class:`NearDuplicateRecords` on a shared crawl's PostgreSQL
-    tables (copied into ``crawl.db`` by the snapshot, where the rest is read). Two workers signing
-    near-duplicates at the same moment may each keep theirs as an original: ``organise
+class RunningRecords:
+    """What a running crawl asks of its near-duplicate records, in SQL both backends run (a shared
+    crawl's subclass, ``pg_repository.PgNearDuplicateRecords``, rewrites the placeholders; its
+    tables are copied into ``crawl.db`` by the snapshot, where the rest is read). Two workers
+    signing near copies at the same moment may each keep theirs as an original: ``organise
     duplicates`` regroups them afterwards."""
 
     def __init__(self, db):
         self.db = db
 
+    def _execute(self, sql: str, arguments: tuple = ()):
+        return self.db.execute(sql, arguments)
+
+    def _executemany(self, sql: str, rows) -> None:
+        self.db.executemany(sql, rows)
+
     def original_of(self, signature: np.ndarray) -> tuple[int | None, float]:
-        return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
+        """The page signed before that this one nearly repeats (the most similar), if any, with
+        the similarity: candidates share a stored band and are nobody's near-duplicate (a group
+        is its original and the pages near it, as ``organise duplicates`` makes them)."""
+        bands = stored_bands(signature)
+        return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self._execute(
             "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
-            " (SELECT url_id FROM signature_bands WHERE band = ANY(%s))"
-            " AND NOT EXISTS (SELECT 1 FROM near_duplicates n WHERE n.url_id = s.url_id)", (stored_bands(signature),))])
+            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))"
+            " AND NOT EXISTS (SELECT 1 FROM near_duplicates n WHERE n.url_id = s.url_id)", tuple(bands))])
 
     def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None:
-        self.db.execute("INSERT INTO page_signatures (url_id, signature) VALUES (%s, %s) ON CONFLICT (url_id)"
-                        " DO UPDATE SET signature = excluded.signature", (url_id, signature.tobytes()))
-        self.db.execute("INSERT INTO signature_bands (band, url_id) SELECT unnest(%s::bigint[]), %s",
-                        (stored_bands(signature), url_id))
+        """A page a running crawl signed, its bands, and the earlier page it nearly repeats."""
+        self._execute("INSERT INTO page_signatures (url_id, signature) VALUES (?, ?)"
+                      " ON CONFLICT (url_id) DO UPDATE SET signature = excluded.signature", (url_id, signature.tobytes()))
+        self._executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)",
+                          [(band, url_id) for band in stored_bands(signature)])
         if original is not None:
-            self.db.execute("INSERT INTO near_duplicates (url_id, original, similarity) VALUES (%s, %s, %s)"
-                            " ON CONFLICT (url_id) DO UPDATE SET original = excluded.original,"
-                            " similarity = excluded.similarity", (url_id, original, similarity))
+            self._execute("INSERT INTO near_duplicates (url_id, original, similarity) VALUES (?, ?, ?) ON CONFLICT"
+                          " (url_id) DO UPDATE SET original = excluded.original, similarity = excluded.similarity",
+                          (url_id, original, similarity))
 
 
-class NearDuplicateRecords:
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
+class NearDuplicateRecords(RunningRecords):
+    """The whole of a crawl's near-duplicate records (SQLite: the crawl's own, or a shared crawl's copy)."""
+
+    db: sqlite3.Connection
 
     def unsigned(self, limit: int = 1000) -> list[tuple[int, str]]:
         """(url id, text) of stored pages with text that have no signature yet, in fetch order."""
@@ -96,25 +101,6 @@ class NearDuplicateRecords:
         self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)",
                             [(band, url_id) for url_id, signature in rows if len(signature)
                              for band in stored_bands(signature)])
-
-    def original_of(self, signature: np.ndarray) -> tuple[int | None, float]:
-        """The page signed before that this one nearly repeats (the most similar), if any, with
-        the similarity: candidates share a stored band and are nobody's near-duplicate (a group
-        is its original and the pages near it, as ``organise duplicates`` makes them)."""
-        bands = stored_bands(signature)
-        return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self.db.execute(
-            "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
-            f" (SELECT url_id FROM signature_bands WHERE band IN ({','.join('?' * len(bands))}))"
-            " AND s.url_id NOT IN (SELECT url_id FROM near_duplicates)", bands)])
-
-    def record(self, url_id: int, signature: np.ndarray, original: int | None, similarity: float) -> None:
-        """A page a running crawl signed, its bands, and the earlier page it nearly repeats."""
-        self.db.execute("INSERT OR REPLACE INTO page_signatures (url_id, signature) VALUES (?, ?)", (url_id, signature.tobytes()))
-        self.db.executemany("INSERT INTO signature_bands (band, url_id) VALUES (?, ?)",
-                            [(band, url_id) for band in stored_bands(signature)])
-        if original is not None:
-            self.db.execute("INSERT OR REPLACE INTO near_duplicates (url_id, original, similarity) VALUES (?, ?, ?)",
-                            (url_id, original, similarity))
 
     def signatures(self) -> Iterator[tuple[int, np.ndarray]]:
         """Every page's signature, in fetch order (so a group's original comes first)."""

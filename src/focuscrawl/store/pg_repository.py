@@ -28,7 +28,7 @@ import psycopg
 from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
-from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, PgNearDuplicateRecords
+from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import WarcArchive, lock_directory
@@ -159,13 +159,10 @@ LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps 
 WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
-class PgQueries(PortableQueries):
-    """The read views the page path and the learning steps ask for (the SQLite crawl's are
-    :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
+class PgPlaceholders:
+    """SQL written for both backends (``?`` placeholders) run on PostgreSQL."""
 
-    def __init__(self, db: psycopg.Connection, connect: Callable[[], psycopg.Connection] | None = None):
-        self.db = db
-        self._connect, self._terms_db = connect, None  # a connection of its own for new apprentice terms
+    db: psycopg.Connection
 
     def _execute(self, sql: str, arguments: tuple = ()):
         return self.db.execute(sql.replace("%", "%%").replace("?", "%s"), arguments)
@@ -173,6 +170,19 @@ class PgQueries(PortableQueries):
     def _executemany(self, sql: str, rows) -> None:
         with self.db.cursor() as cursor:
             cursor.executemany(sql.replace("%", "%%").replace("?", "%s"), list(rows))
+
+
+class PgNearDuplicateRecords(PgPlaceholders, RunningRecords):
+    """A shared crawl's near-duplicate records, as a running crawl writes and reads them."""
+
+
+class PgQueries(PgPlaceholders, PortableQueries):
+    """The read views the page path and the learning steps ask for (the SQLite crawl's are
+    :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
+
+    def __init__(self, db: psycopg.Connection, connect: Callable[[], psycopg.Connection] | None = None):
+        self.db = db
+        self._connect, self._terms_db = connect, None  # a connection of its own for new apprentice terms
 
     def fetch_counts(self) -> tuple[int, int, int, int]:
         """Responses received, errors, URLs refused by our own rules, and attempts in all (every worker's)."""
