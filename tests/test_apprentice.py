@@ -8,36 +8,26 @@ import sqlite3
 import numpy as np
 import pytest
 
-from focuscrawl.apprentice import Apprentice, link_windows, with_term_ids
+from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_ids, wanted_features
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
 from focuscrawl.text import Analyzer
 
 
-def link_features(leaf_terms, spans, term_ids, d_max=5):
+def link_features(leaf_terms, spans, d_max=5):
     """⟨t, d⟩ feature ids of every link given its leaf span: the crawl's two steps (windows in the
-    worker, term ids in the crawl's process) in one."""
-    return with_term_ids(link_windows(leaf_terms, spans, d_max), list(range(len(spans))), term_ids, d_max)
+    worker, the links wanted in the crawl's process) in one."""
+    return wanted_features(link_windows(leaf_terms, spans, d_max), list(range(len(spans))))
 
 D_MAX = 5
 WIDTH = 2 * D_MAX + 1
 
 
-class Vocabulary:
-    """term ids in order of appearance, like the crawl database's table"""
-
-    def __init__(self):
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, terms):
-        return [self.ids.setdefault(t, len(self.ids)) for t in terms]
-
-
-def decoded(features, vocabulary, d_max=D_MAX):
-    names = {i: t for t, i in vocabulary.ids.items()}
-    width = 2 * d_max + 1
-    return sorted((names[int(f) // width], int(f) % width - d_max) for f in features)
+def decoded(features, terms, d_max=D_MAX):
+    """The ⟨t, d⟩ behind feature ids, ``terms`` the candidates (an id is a hash)."""
+    names = {int(feature_ids(term_ids([term]), d, d_max)[0]): (term, d) for term in terms for d in range(-d_max, d_max + 1)}
+    return sorted(names[int(f)] for f in features)
 
 
 def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_tables():
@@ -48,9 +38,9 @@ def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_t
     page = parse_html(html.encode(), "http://h.test/u")
     (link,) = page.links
     assert (link.leaf_start, link.leaf_end) == (2, 4)
-    vocabulary = Vocabulary()
-    (features,) = link_features(Analyzer(stem=False).leaf_terms(page.leaves), [(2, 4)], vocabulary)
-    assert decoded(features, vocabulary) == sorted([
+    (features,) = link_features(Analyzer(stem=False).leaf_terms(page.leaves), [(2, 4)])
+    terms = ["chess", "clubs", "visit", "grandmaster", "tournaments", "openings", "endgame", "puzzles"]
+    assert decoded(features, terms) == sorted([
         ("chess", -2), ("clubs", -2),  # leaf 0: m − l = 0 − 2; the empty <img> leaf 1 is offset −1
         ("visit", 0), ("grandmaster", 0), ("tournaments", 0),
         ("openings", 1), ("endgame", 2), ("puzzles", 3),  # the table row-major: leaves 5, 6, 7 minus r = 4
@@ -59,19 +49,17 @@ def test_offsets_follow_the_papers_numbering_with_nested_tags_empty_leaves_and_t
 
 def test_terms_beyond_d_max_are_left_out():
     leaves = [f"word{i}x" for i in range(20)]
-    vocabulary = Vocabulary()
-    (features,) = link_features(Analyzer(stem=False).leaf_terms(leaves), [(10, 10)], vocabulary, d_max=2)
-    assert decoded(features, vocabulary, d_max=2) == sorted((f"word{i}x", i - 10) for i in range(8, 13))
+    (features,) = link_features(Analyzer(stem=False).leaf_terms(leaves), [(10, 10)], d_max=2)
+    assert decoded(features, leaves, d_max=2) == sorted((f"word{i}x", i - 10) for i in range(8, 13))
 
 
 def test_features_of_many_links_match_link_by_link_extraction():
     leaves = ["alpha beta", "", "gamma", "delta epsilon", "zeta", "eta theta", "iota", "", "kappa"] * 3
     spans = [(0, 0), (2, 3), (4, 4), (10, 12), (26, 26), (5, 5)]
     analyzer = Analyzer(stem=False)
-    vocabulary = Vocabulary()
-    together = link_features(analyzer.leaf_terms(leaves), spans, vocabulary)
+    together = link_features(analyzer.leaf_terms(leaves), spans)
     for span, features in zip(spans, together):
-        (alone,) = link_features(analyzer.leaf_terms(leaves), [span], vocabulary)
+        (alone,) = link_features(analyzer.leaf_terms(leaves), [span])
         np.testing.assert_array_equal(np.sort(features), np.sort(alone))
 
 
@@ -168,21 +156,26 @@ def test_offline_the_blend_is_cross_fitted_by_source_page_or_left_out():
     assert alone.blend is None and alone.ready  # one source page cannot be split: the paper's apprentice
 
 
-def test_a_saved_apprentice_loads_the_same_and_its_counts_are_saved_sparse():
+def test_a_saved_apprentice_loads_the_same_and_one_saved_with_a_term_tables_ids_is_rehashed():
     rng = np.random.default_rng(5)
     apprentice = Apprentice()
     apprentice.partial_fit(*random_instances(rng, 40), parent_scores=rng.random(40))
     apprentice.partial_fit(*random_instances(rng, 40), parent_scores=rng.random(40))
-    apprentice.counts_ = np.pad(apprentice.counts_, ((0, 0), (0, 100000)))  # ids of ⟨t, d⟩ not learnt yet
-    data = apprentice.dumps()
-    assert len(data) < apprentice.counts_.nbytes / 10
-    loaded = Apprentice.loads(data)
-    np.testing.assert_array_equal(loaded.counts_, apprentice.counts_)
+    loaded = Apprentice.loads(apprentice.dumps())
     features, parents = random_instances(rng, 10)[0], rng.random(10)
     np.testing.assert_allclose(loaded.priority(features, parents), apprentice.priority(features, parents))
-    dense = Apprentice.__new__(Apprentice)  # as saved before the counts were saved sparse
-    dense.__setstate__({k: v for k, v in apprentice.__dict__.items() if k != "_weights"})
-    np.testing.assert_allclose(dense.priority(features, parents), apprentice.priority(features, parents))
+    # as saved before ids were hashes: dense counts by the ids of the crawl's term table, stored sparse
+    dense = np.zeros((2, 60))
+    dense[:, apprentice.features_] = apprentice.counts_
+    nonzero = np.flatnonzero(dense)
+    old_state = {k: v for k, v in apprentice.__dict__.items() if k not in ("_weights", "features_", "counts_")}
+    old = Apprentice.__new__(Apprentice)
+    old.__setstate__({**old_state, "sparse_counts": (dense.shape, nonzero, dense.ravel()[nonzero])})
+    assert old.needs_rehash
+    old.rehashed(lambda ids: 7 * ids + 1000)
+    assert not old.needs_rehash
+    np.testing.assert_allclose(old.priority([7 * f + 1000 for f in features], parents),
+                               apprentice.priority(features, parents))
 
 
 def test_an_apprentice_saved_before_blends_loads_as_the_papers():
@@ -475,8 +468,8 @@ def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_base
 
     baseline = idiom_crawl("best-first", 60, batch=60)
     chess = lambda url: "/c" in url  # noqa: E731 - the idiom site's ground truth
-    judged, scores, _, _ = crawl_instances(baseline, Analyzer(), Vocabulary(), 5)
-    told, truth, sources, _ = crawl_instances(baseline, Analyzer(), Vocabulary(), 5, label=lambda u: float(chess(u)))
+    judged, scores, _, _ = crawl_instances(baseline, Analyzer(), 5)
+    told, truth, sources, _ = crawl_instances(baseline, Analyzer(), 5, label=lambda u: float(chess(u)))
     assert len(told) > len(judged)  # links to pages the baseline never fetched are instances too
     assert set(truth) == {0.0, 1.0} and set(scores) != {0.0, 1.0}  # the truth, not the critic's scores
     hindsight = idiom_crawl("apprentice", 150, batch=10**9, name="hindsight",
@@ -484,47 +477,91 @@ def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_base
     assert harvest_of(hindsight)[0] > harvest_of(idiom_crawl("best-first", 150, batch=60, name="bf150"))[0] + 0.1
 
 
+def test_a_crawl_begun_with_a_term_table_goes_on_with_hashed_ids(idiom_crawl):
+    """A crawl an earlier version began numbered terms in a table: at resume its stored links and
+    its model take hashed ids, and the model scores the stored links as before."""
+    directory = idiom_crawl("apprentice", 80, batch=30, blend=False)
+    db = sqlite3.connect(directory / "crawl.db")
+    rows = [(row_id, np.frombuffer(blob, dtype=np.uint32).astype(np.int64))
+            for row_id, blob in db.execute("SELECT rowid, features FROM link_features ORDER BY rowid")]
+    model = Apprentice.loads(db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()[0])
+    before = model.predict_proba([features for _, features in rows])
+    # as the earlier version left it: term k (named "term{k}") has id k
+    buckets = np.unique(np.concatenate([model.features_, *(f for _, f in rows)]) // WIDTH)
+    old = {int(bucket): k for k, bucket in enumerate(buckets)}
+
+    def old_ids(features):
+        return np.array([old[int(f) // WIDTH] * WIDTH + int(f) % WIDTH for f in features], dtype=np.int64)
+
+    db.execute("CREATE TABLE apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE)")
+    db.executemany("INSERT INTO apprentice_terms VALUES (?, ?)", [(f"term{k}", k) for k in old.values()])
+    db.executemany("UPDATE link_features SET features = ? WHERE rowid = ?",
+                   [(old_ids(features).astype(np.uint32).tobytes(), row_id) for row_id, features in rows])
+    dense = np.zeros((2, len(buckets) * WIDTH))
+    dense[:, old_ids(model.features_)] = model.counts_
+    state = {k: v for k, v in model.__dict__.items() if k not in ("_weights", "features_", "counts_")}
+    model.__dict__.clear()
+    model.__setstate__({**state, "counts_": dense})
+    db.execute("UPDATE models SET data = ? WHERE name = 'apprentice'", (model.dumps(),))
+    db.commit()
+
+    resumed = Crawler.open(directory)
+    resumed.store.close()
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'apprentice_terms'").fetchone()
+    hashed = {k: int(term_ids([f"term{k}"])[0]) for k in old.values()}
+    for (row_id, features), (blob,) in zip(rows, db.execute("SELECT features FROM link_features ORDER BY rowid")):
+        expected = feature_ids(np.array([hashed[old[int(f) // WIDTH]] for f in features]), features % WIDTH - D_MAX)
+        np.testing.assert_array_equal(np.frombuffer(blob, dtype=np.uint32), expected)
+    converted = Apprentice.loads(db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()[0])
+    after = converted.predict_proba([np.frombuffer(blob, dtype=np.uint32).astype(np.int64)
+                                     for (blob,) in db.execute("SELECT features FROM link_features ORDER BY rowid")])
+    np.testing.assert_allclose(after, before)
+
+
 def test_class_features_name_the_class_and_all_its_prefixes():
-    vocabulary = Vocabulary()
     from focuscrawl.apprentice import class_features
 
-    features = class_features("Science/Math/Stochastics", vocabulary)
-    assert decoded(features, vocabulary) == sorted([("§class:/", 0), ("§class:/Science", 0),
-                                                    ("§class:/Science/Math", 0), ("§class:/Science/Math/Stochastics", 0)])
+    names = ["§class:/", "§class:/Science", "§class:/Science/Math", "§class:/Science/Math/Stochastics"]
+    assert decoded(class_features("Science/Math/Stochastics"), names) == sorted((name, 0) for name in names)
 
 
 def test_url_words_are_the_target_urls_words_once_each_at_offset_zero():
     from focuscrawl.apprentice import url_features
 
-    vocabulary = Vocabulary()
     features = url_features(["https://docs.python.org/3/library/asyncio-task.html?v=asyncio#Task-groups",
-                             "http://127.0.0.1/x/"], vocabulary)
-    assert decoded(features[0], vocabulary) == sorted((f"§url:{w}", 0) for w in
-                                                      ("docs", "python", "org", "library", "asyncio", "task", "html"))
+                             "http://127.0.0.1/x/"])
+    words = ("docs", "python", "org", "library", "asyncio", "task", "html")
+    candidates = [f"§url:{w}" for w in (*words, "https", "http", "groups", "v")]
+    assert decoded(features[0], candidates) == sorted((f"§url:{w}", 0) for w in words)
     assert len(features[1]) == 0  # no word of two letters or more
 
 
 def test_cocitation_features_mark_judged_neighbours_by_offset():
     from focuscrawl.apprentice import cocitation_features
 
-    vocabulary = Vocabulary()
     spans = [(0, 0), (2, 2), (4, 5), (20, 20)]
-    features = cocitation_features(spans, ["/a", "/b", "/c", "/d"], {1: True, 3: False}, vocabulary, d_max=5)
-    assert decoded(features[0], vocabulary) == [("§cocited:HIGH", 2)]
-    assert decoded(features[1], vocabulary) == []  # its own target does not count
-    assert decoded(features[2], vocabulary) == [("§cocited:HIGH", -2)]
-    assert decoded(features[3], vocabulary) == []  # link 1 is 18 leaves away
+    features = cocitation_features(spans, ["/a", "/b", "/c", "/d"], {1: True, 3: False}, d_max=5)
+    names = ["§cocited:HIGH", "§cocited:LOW"]
+    assert decoded(features[0], names) == [("§cocited:HIGH", 2)]
+    assert decoded(features[1], names) == []  # its own target does not count
+    assert decoded(features[2], names) == [("§cocited:HIGH", -2)]
+    assert decoded(features[3], names) == []  # link 1 is 18 leaves away
 
 
 def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
+    names = ["§class:/", "§class:/relevant", "§class:/other", "§cocited:HIGH", "§cocited:LOW", "§url:hub", "§url:box"]
+    special = {int(feature_ids(term_ids([name]), d, D_MAX)[0]): name for name in names for d in range(-D_MAX, D_MAX + 1)}
+
     def special_terms(directory):
         db = sqlite3.connect(directory / "crawl.db")
-        return {term for (term,) in db.execute("SELECT term FROM apprentice_terms WHERE term LIKE '§%'")}
+        stored = {int(f) for (blob,) in db.execute("SELECT features FROM link_features")
+                  for f in np.frombuffer(blob, dtype=np.uint32)}
+        return {special[f] for f in stored & special.keys()}
 
     assert special_terms(idiom_crawl("apprentice", 120, batch=40, name="plain")) == set()
     every = special_terms(idiom_crawl("apprentice", 120, batch=40, name="every", class_features=True, cocitation=True,
                                       url_words=True))
-    assert {"§class:/", "§class:/relevant", "§class:/other"} <= every
+    assert {"§class:/", "§class:/other"} <= every  # of the hubs' links (the chess pages, relevant, link nowhere)
     assert "§cocited:LOW" in every  # the 'home' link next to the first box leads to the judged first hub
     assert "§url:hub" in every  # the words of the target URLs
 
@@ -532,9 +569,8 @@ def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
 def test_cocitation_never_tells_a_link_its_own_targets_judgement():
     from focuscrawl.apprentice import cocitation_features
 
-    vocabulary = Vocabulary()
     # a thumbnail and a title link to the same page, already judged high
-    features = cocitation_features([(0, 0), (1, 1)], ["/same", "/same"], {0: True, 1: True}, vocabulary)
+    features = cocitation_features([(0, 0), (1, 1)], ["/same", "/same"], {0: True, 1: True})
     assert [len(f) for f in features] == [0, 0]
 
 

@@ -195,8 +195,8 @@ def _check_terms(page: parse.Page) -> None:
         assert list(zip(analysed.leaf.tolist(), analysed.terms())) == per_leaf
     windows = page_link_windows(analyzer, page, d_max)
     assert len(windows.bounds) == len(page.links) + 1 and windows.bounds[0] == 0
-    assert windows.bounds[-1] == len(windows.codes) and np.all(np.diff(windows.bounds) >= 0)
-    assert np.all((windows.codes >= 0) & (windows.codes < len(windows.vocabulary) * (2 * d_max + 1)))
+    assert windows.bounds[-1] == len(windows.features) and np.all(np.diff(windows.bounds) >= 0)
+    assert windows.features.dtype == np.uint32
 
 
 def _check_judged(body: bytes, url: str, charset: str | None, robots_header: str) -> None:

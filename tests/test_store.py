@@ -682,15 +682,7 @@ def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
     assert store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall() == queued
 
 
-# -- queries: the apprentice's vocabulary, link analysis, adaptation -------------------------------
-
-def test_apprentice_terms_are_read_back_and_an_id_is_never_given_twice(store):
-    with store.transaction():
-        assert store.queries.add_apprentice_terms(["golf", "club"], 0) == {"golf": 0, "club": 1}
-    assert store.queries.apprentice_terms() == {"golf": 0, "club": 1}
-    with pytest.raises(sqlite3.IntegrityError):
-        store.queries.add_apprentice_terms(["chess"], 1)
-
+# -- queries: link analysis, adaptation -------------------------------
 
 def test_crawl_topics_are_the_taxonomy_topics_with_pages_or_the_one_topic(store):
     page(store, "http://a.test/1", 0.5)

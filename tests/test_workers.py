@@ -207,8 +207,6 @@ def test_one_worker_teaches_the_apprentice_of_a_shared_crawl_and_every_worker_sc
     assert sum(map(int, batches)) == db.execute("SELECT COUNT(*) FROM link_features WHERE learnt").fetchone()[0]
     assert db.execute("SELECT COUNT(DISTINCT f.worker) FROM link_features lf JOIN fetches f ON f.url_id = lf.source_id"
                       ).fetchone()[0] == 2
-    terms, largest = db.execute("SELECT COUNT(*), MAX(id) FROM apprentice_terms").fetchone()
-    assert 100 < terms <= largest < 1.5 * terms  # a term the other worker added first uses up no id
 
 
 def test_status_export_and_resume_of_a_shared_crawl_work_from_its_directory(shared_crawl, postgres_dsn):

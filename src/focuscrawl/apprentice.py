@@ -14,8 +14,9 @@ of its incoming links) and new links are scored by it. Beyond the paper, a ``Ble
 estimate against best-first's (the source page's critic score), as learnt on links it scored
 before learning them; the apprentice is ready once that blend is fitted, after its second batch.
 
-Term ids live in the crawl database (``apprentice_terms``) so that stored link features stay
-meaningful across resumes; the counts are saved in it with the batch that changed them.
+A term's id is its hash (``term_ids``), the same in every process and crawl: the judging
+processes make a page's features, and stored link features stay meaningful across resumes; the
+counts are saved in the crawl database with the batch that changed them.
 """
 
 from __future__ import annotations
@@ -43,35 +44,26 @@ HIGH = 0.5  # the default split between 'low' and 'high' targets
 URL_WORD = re.compile(r"[a-z]{2,}")
 
 
-class TermIds:
-    """term -> id, persisted in the crawl database as terms appear (inside the page's transaction;
-    a shared crawl's are given out by the database, the same for every worker)."""
+def term_ids(terms: list[str]) -> np.ndarray:
+    """Each term's id: its CRC-32, the same in every process, worker and crawl, so the judging
+    processes make a page's features and no table of ids is shared. Two of a crawl's terms rarely
+    share an id (among 10⁵ terms, about one pair), which naive Bayes shrugs off."""
+    return np.fromiter(map(zlib.crc32, (term.encode() for term in terms)), dtype=np.int64, count=len(terms))
 
-    def __init__(self, queries: Queries):
-        """Build again after a rolled-back transaction: the ids it gave out were lost with it."""
-        self.queries = queries
-        self.ids = queries.apprentice_terms()
-        self.next_id = max(self.ids.values(), default=-1) + 1
 
-    def __call__(self, terms: list[str]) -> list[int]:
-        ids = list(map(self.ids.get, terms))  # one lookup per term in C: most pages bring no new term
-        if None in ids:
-            new = list(dict.fromkeys(t for t, i in zip(terms, ids) if i is None))  # the lookups already made
-            added = self.queries.add_apprentice_terms(new, self.next_id)
-            self.ids.update(added)
-            self.next_id = max(self.next_id, max(added.values()) + 1)
-            ids = list(map(self.ids.__getitem__, terms))
-        return ids
+def feature_ids(term_id: np.ndarray, offset, d_max: int = 5) -> np.ndarray:
+    """⟨t, d⟩'s id: t' · (2·d_max + 1) + d + d_max, with t' the term id folded so that the id fits
+    a uint32 (as stored), and d still the id's remainder (the apprentice's report reads it)."""
+    width = 2 * d_max + 1
+    return np.asarray(term_id, dtype=np.int64) % (2**32 // width) * width + offset + d_max
 
 
 class LinkWindows(NamedTuple):
-    """Every link's ⟨t, d⟩ features of a page with t still an index into the page's vocabulary:
-    all of the work that needs no term ids (they live in the crawl database), so a worker
-    process does it while judging the page (32-bit: it is sent back to the crawl's process)."""
+    """Every link's ⟨t, d⟩ feature ids, made where the page was judged (a worker process) and
+    sent back with it (32-bit), so the crawl's process only picks the links it wants."""
 
-    vocabulary: list[str]  # the page's distinct terms
-    codes: np.ndarray  # link after link: vocabulary index · (2·d_max + 1) + d + d_max
-    bounds: np.ndarray  # link i's codes are codes[bounds[i]:bounds[i + 1]]
+    features: np.ndarray  # link after link (uint32)
+    bounds: np.ndarray  # link i's features are features[bounds[i]:bounds[i + 1]]
 
 
 def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int = 5) -> LinkWindows:
@@ -87,8 +79,8 @@ def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int
     token = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
-    codes = leaf_terms.codes[token] * (2 * d_max + 1) + offset + d_max
-    return LinkWindows(leaf_terms.vocabulary, codes.astype(np.int32), bounds.astype(np.int32))
+    features = feature_ids(term_ids(leaf_terms.vocabulary)[leaf_terms.codes[token]], offset, d_max)
+    return LinkWindows(features.astype(np.uint32), bounds.astype(np.int32))
 
 
 def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
@@ -100,63 +92,51 @@ def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
     return page.terms[key]
 
 
-def with_term_ids(windows: LinkWindows, wanted: list[int], term_ids, d_max: int = 5) -> list[np.ndarray]:
-    """The ⟨t, d⟩ feature ids (term id · (2·d_max + 1) + d + d_max) of the links ``wanted``."""
-    if not wanted:
-        return []
-    width = 2 * d_max + 1
-    chosen = np.array(wanted)
-    firsts, lengths = windows.bounds[chosen], windows.bounds[chosen + 1] - windows.bounds[chosen]
-    ends = np.cumsum(lengths, dtype=np.int64)
-    codes = windows.codes[np.repeat(firsts - (ends - lengths), lengths) + np.arange(ends[-1])].astype(np.int64)
-    terms = codes // width
-    used = np.zeros(len(windows.vocabulary), dtype=bool)
-    used[terms] = True  # only these terms need an id (and a row)
-    ids = np.zeros(len(used), dtype=np.int64)
-    chosen_terms = np.flatnonzero(used)
-    ids[chosen_terms] = term_ids([windows.vocabulary[i] for i in chosen_terms.tolist()])
-    return _pieces(ids[terms] * width + codes % width, lengths)
+def wanted_features(windows: LinkWindows, wanted: list[int]) -> list[np.ndarray]:
+    """The ⟨t, d⟩ feature ids of the links ``wanted`` (indices into the page's links)."""
+    features, bounds = windows.features.astype(np.int64), windows.bounds.tolist()
+    return [features[bounds[i]:bounds[i + 1]] for i in wanted]
 
 
-def class_features(topic: str | None, term_ids, d_max: int = 5) -> np.ndarray:
+def class_features(topic: str | None, d_max: int = 5) -> np.ndarray:
     """§3.8: the critic's class of u and all its prefixes ('/', '/Science', '/Science/Math', …),
     the same for every link of u; a two-class critic's classes are 'relevant' and 'other'."""
     parts = (topic or "").strip("/").split("/") if topic else []
     names = ["§class:/"] + [f"§class:/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)]
-    return np.array(term_ids(names), dtype=np.int64) * (2 * d_max + 1) + d_max
+    return feature_ids(term_ids(names), 0, d_max)
 
 
-def url_features(urls: list[str], term_ids, d_max: int = 5) -> list[np.ndarray]:
+def url_features(urls: list[str], d_max: int = 5) -> list[np.ndarray]:
     """Beyond the paper: the words of each link's target URL (host, path and query; letters
     only, each once) as ⟨§url:word, 0⟩. A URL often names its page's subject (documentation
     sites above all), and it is known before the fetch; ACHE's link classifier uses it too."""
     words = [list(dict.fromkeys(URL_WORD.findall(url.partition("://")[2].partition("#")[0].lower()))) for url in urls]
-    ids = np.array(term_ids([f"§url:{word}" for link in words for word in link]), dtype=np.int64) * (2 * d_max + 1) + d_max
+    ids = feature_ids(term_ids([f"§url:{word}" for link in words for word in link]), 0, d_max)
     return _pieces(ids, [len(link) for link in words])
 
 
-def page_link_features(analyzer: Analyzer, page, wanted: list[int], term_ids, d_max: int = 5,
+def page_link_features(analyzer: Analyzer, page, wanted: list[int], d_max: int = 5,
                        url_words: bool = False, topic: str | None = None,
                        judged: dict[int, bool] | None = None) -> list[np.ndarray]:
     """The one recipe of a link's instance, for the crawl and for offline instances alike: the
     features of the page's links ``wanted`` (indices into ``page.links``): ⟨t, d⟩, and the
     optional families: the words of the target's URL, the page's class (``topic``), and the
     links near it to targets already judged (``judged``: link index -> high)."""
-    features = with_term_ids(page_link_windows(analyzer, page, d_max), wanted, term_ids, d_max)
+    features = wanted_features(page_link_windows(analyzer, page, d_max), wanted)
     if topic is not None:
-        page_class = class_features(topic, term_ids, d_max)
+        page_class = class_features(topic, d_max)
         features = [np.concatenate([f, page_class]) for f in features]
     if url_words:
-        words = url_features([page.links[i].url for i in wanted], term_ids, d_max)
+        words = url_features([page.links[i].url for i in wanted], d_max)
         features = [np.concatenate([f, w]) for f, w in zip(features, words)]
     if judged is not None:
         spans = [(link.leaf_start, link.leaf_end) for link in page.links]
-        cocited = cocitation_features(spans, [link.url for link in page.links], judged, term_ids, d_max)
+        cocited = cocitation_features(spans, [link.url for link in page.links], judged, d_max)
         features = [np.concatenate([f, cocited[i]]) for f, i in zip(features, wanted)]
     return features
 
 
-def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool], term_ids,
+def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool],
                         d_max: int = 5) -> list[np.ndarray]:
     """§2.2.3: for link i, every link j of the page to another target, within d_max leaves, whose
     target was already judged gives ⟨HIGH|LOW, d⟩, d the DOM offset of j's anchor from i's.
@@ -173,7 +153,7 @@ def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged
     offset = np.where(other_start < starts, other_start - starts, np.where(other_start > ends, other_start - ends, 0))
     target = np.array(targets, dtype=object)
     near = (np.abs(offset) <= d_max) & (target[others][None, :] != target[:, None])  # never a link's own target
-    features = term[None, :] * (2 * d_max + 1) + offset + d_max
+    features = feature_ids(term[None, :], offset, d_max)
     return [features[i][near[i]] for i in range(len(spans))]
 
 
@@ -182,18 +162,17 @@ class Apprentice:
 
     def __init__(self, d_max: int = 5, blend: bool = True):
         self.d_max = d_max
-        self.counts_ = np.zeros((2, 0))  # [low, high] × feature
+        self.features_ = np.zeros(0, dtype=np.int64)  # the ⟨t, d⟩ ids seen, sorted (hashed ids are sparse)
+        self.counts_ = np.zeros((2, 0))  # [low, high] × those features
         self.instances_ = np.zeros(2)
         self.split_ = HIGH  # the bucket boundary of the latest batch
         self.blend = Blend() if blend else None
 
     def __getstate__(self) -> dict:
-        """Without the cached weights, and the counts sparse: most ⟨t, d⟩ are never seen with one
-        of the labels, and the model is saved after every batch (dense, 8.7 MB on a 2 000-page
-        crawl, whose every save went through the database's journal)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_weights", "counts_")}
-        nonzero = np.flatnonzero(self.counts_).astype(np.int32)
-        state["sparse_counts"] = (self.counts_.shape, nonzero, self.counts_.ravel()[nonzero])
+        """Without the cached weights; the ids as stored (uint32): the model is saved after every batch."""
+        state = {k: v for k, v in self.__dict__.items() if k != "_weights"}
+        if self.features_ is not None:
+            state["features_"] = self.features_.astype(np.uint32)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -205,7 +184,27 @@ class Apprentice:
             shape, nonzero, values = state.pop("sparse_counts")
             state["counts_"] = np.zeros(shape)
             state["counts_"].ravel()[nonzero] = values
+        if "features_" not in state:  # counts by the ids of a term table: :meth:`rehashed` converts them
+            state["features_"] = None
+        elif state["features_"] is not None:
+            state["features_"] = state["features_"].astype(np.int64)
         self.__dict__.update(state)
+
+    @property
+    def needs_rehash(self) -> bool:
+        """Saved by a version that numbered terms in a table of the crawl (``apprentice_terms``)."""
+        return self.features_ is None
+
+    def rehashed(self, new_of_old: Callable[[np.ndarray], np.ndarray]) -> Apprentice:
+        """The same counts under hashed feature ids (a model saved with a term table's ids);
+        ``new_of_old`` maps old feature ids to new ones."""
+        seen = np.flatnonzero(self.counts_.sum(axis=0))
+        self.features_, where = np.unique(new_of_old(seen), return_inverse=True)
+        counts = np.zeros((2, len(self.features_)))
+        for label in (0, 1):
+            np.add.at(counts[label], where, self.counts_[label, seen])
+        self.counts_, self._weights = counts, None
+        return self
 
     @property
     def trained(self) -> bool:
@@ -229,13 +228,16 @@ class Apprentice:
         self.split_ = threshold
         labels = high_labels(relevance, threshold)
         columns, lengths = _flatten(features)
-        width = max(self.counts_.shape[1], int(columns.max(initial=-1)) + 1)
-        if width > self.counts_.shape[1]:
-            self.counts_ = np.pad(self.counts_, ((0, 0), (0, width - self.counts_.shape[1])))
+        known = np.union1d(self.features_, columns)
+        if len(known) > len(self.features_):
+            counts = np.zeros((2, len(known)))
+            counts[:, np.searchsorted(known, self.features_)] = self.counts_
+            self.features_, self.counts_ = known, counts
+        column = np.searchsorted(self.features_, columns)
         label_of_feature, copies_of_feature = np.repeat(labels, lengths), np.repeat(copies, lengths)
         for label in (0, 1):
             mine = label_of_feature == label
-            self.counts_[label] += np.bincount(columns[mine], copies_of_feature[mine], minlength=width)
+            self.counts_[label] += np.bincount(column[mine], copies_of_feature[mine], minlength=len(self.features_))
             self.instances_[label] += int(copies[labels == label].sum())
         self._weights = None
         return self
@@ -272,7 +274,7 @@ class Apprentice:
         return _sigmoid(self.blend.log_odds(self.decision_function(features), np.asarray(parent_scores, dtype=float)))
 
     def _log_ratio(self) -> np.ndarray:
-        """log q_high,t − log q_low,t (eq. 1) for every feature, and a 0 after them; 0 for features
+        """log q_high,t − log q_low,t (eq. 1) for every feature seen, and a 0 after them for features
         never seen in training, which are no evidence either way (cached until the next ``partial_fit``)."""
         if getattr(self, "_weights", None) is None:
             seen = self.counts_.sum(axis=0) > 0
@@ -291,8 +293,11 @@ class Apprentice:
             return np.zeros(0)
         columns, lengths = _flatten(features)
         weights = self._log_ratio()
-        evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths),
-                               weights[np.minimum(columns, len(weights) - 1)], minlength=len(lengths))
+        column = np.searchsorted(self.features_, columns)
+        unseen = column == len(self.features_)
+        unseen[~unseen] = self.features_[column[~unseen]] != columns[~unseen]
+        column[unseen] = len(weights) - 1
+        evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths), weights[column], minlength=len(lengths))
         return evidence + np.log(self.instances_[1] / self.instances_[0])
 
     def dumps(self) -> bytes:
@@ -427,7 +432,7 @@ def median_score(queries: Queries) -> float:
     return HIGH if median is None else median
 
 
-def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, url_words: bool = False,
+def crawl_instances(directory: Path, analyzer: Analyzer, d_max: int, url_words: bool = False,
                     label: Callable[[str], float] | None = None) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
     features of every link (u, v) whose both ends were judged (⟨t, d⟩, and the words of v's URL
@@ -453,7 +458,7 @@ def crawl_instances(directory: Path, analyzer: Analyzer, term_ids, d_max: int, u
                     continue
                 wanted = [i for i, link in enumerate(page.links)
                           if (label is not None or link.url in relevance) and link.url != url]
-                features += page_link_features(analyzer, page, wanted, term_ids, d_max, url_words)
+                features += page_link_features(analyzer, page, wanted, d_max, url_words)
                 labels += [score_of_target(page.links[i].url) for i in wanted]
                 sources += [url] * len(wanted)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

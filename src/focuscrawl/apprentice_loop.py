@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import HIGH, Apprentice, TermIds, median_score, pack, page_link_features
+from focuscrawl.apprentice import HIGH, Apprentice, feature_ids, median_score, pack, page_link_features, term_ids
 from focuscrawl.beside import write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
@@ -65,10 +65,34 @@ class ApprenticeLoop:
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
                         "with" if self.model.blend is not None else "without", self.settings.blend)
-        self.term_ids = TermIds(store.queries)
+        self._rehash_old_crawl()
         self.analyzer = Analyzer(config.text.language, config.text.stem)
         # a target URL's label instead of the critic's score (eval's reference with the truth)
         self.instance_label: Callable[[str], float] | None = None
+
+    def _rehash_old_crawl(self) -> None:
+        """A crawl begun by a version that numbered terms in a table of the crawl: its model and
+        stored link features take hashed ids (``term_ids``), once, and the table goes."""
+        terms = self.store.queries.apprentice_terms()
+        if not terms and not self.model.needs_rehash:
+            return
+        hashed = np.zeros(max(terms.values(), default=-1) + 2, dtype=np.int64)
+        hashed[list(terms.values())] = term_ids(list(terms))
+        width, d_max = 2 * self.settings.d_max + 1, self.settings.d_max
+
+        def new_of_old(ids: np.ndarray) -> np.ndarray:
+            return feature_ids(hashed[np.minimum(ids // width, len(hashed) - 1)], ids % width - d_max, d_max)
+
+        def rehash() -> None:
+            self.store.rehash_link_features(
+                lambda blob: new_of_old(np.frombuffer(blob, dtype=np.uint32).astype(np.int64)).astype(np.uint32).tobytes())
+            if self.model.needs_rehash:
+                self.model.rehashed(new_of_old)
+                self.store.save_model("apprentice", self.model.dumps())
+            self.store.queries.drop_apprentice_terms()
+
+        self.store.run_unit(rehash)
+        log.info("apprentice: %d terms of this crawl's table given hashed ids", len(terms))
 
     def _saved_or_new(self) -> Apprentice:
         saved = self.store.load_model("apprentice")
@@ -100,10 +124,6 @@ class ApprenticeLoop:
         """Keep the model with the crawl (a resumed crawl goes on with it)."""
         with self.store.transaction():
             self.store.save_model("apprentice", self.model.dumps())
-
-    def rolled_back(self) -> None:
-        """The page's transaction was rolled back: the term ids it handed out are gone."""
-        self.term_ids = TermIds(self.store.queries)
 
     def after_page(self) -> None:
         """Every ``batch`` pages of the crawl: learn, and re-score the frontier when due (in a
@@ -145,7 +165,7 @@ class ApprenticeLoop:
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
-        return page_link_features(self.analyzer, page, wanted, self.term_ids, settings.d_max,
+        return page_link_features(self.analyzer, page, wanted, settings.d_max,
                                   settings.url_words, topic, judged)
 
     def train(self) -> None:

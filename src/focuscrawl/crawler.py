@@ -392,8 +392,6 @@ class Crawler:
     def _rolled_back(self) -> None:
         """The page's transaction was rolled back: bring the memory back in line with the database."""
         self.frontier.resync()
-        if self.apprentice is not None:
-            self.apprentice.rolled_back()
 
     def _record_internal_error(self, item: Item, started_at: float) -> None:
         """Record the URL as failed, so that a page the crawler cannot handle is not fetched again."""

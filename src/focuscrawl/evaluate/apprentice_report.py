@@ -31,18 +31,10 @@ from focuscrawl.text import Analyzer, information_gain
 WIDEST = 8  # the largest d_max tried
 
 
-class _Vocabulary:
-    def __init__(self):
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, terms: list[str]) -> list[int]:
-        return [self.ids.setdefault(t, len(self.ids)) for t in terms]
-
-
 def _instances(directory: Path, analyzer: Analyzer) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(features at d_max = WIDEST, critic score of the target, held-out flag) of every link
     between two fetched pages."""
-    features, labels, sources, _ = crawl_instances(directory, analyzer, _Vocabulary(), WIDEST)
+    features, labels, sources, _ = crawl_instances(directory, analyzer, WIDEST)
     held_out = np.array([zlib.crc32(url.encode()) % 10 < 3 for url in sources], dtype=bool)
     return features, labels, held_out
 
@@ -77,17 +69,18 @@ def _accuracy(features, labels, held_out, d_max: int, plain: bool) -> dict:
 def _information_gain_by_offset(features, labels) -> dict[int, float]:
     width = 2 * WIDEST + 1
     rows = np.repeat(np.arange(len(features)), [len(f) for f in features])
-    columns = np.concatenate(features) if features else np.zeros(0, dtype=np.int64)
-    if not len(columns):
+    ids = np.concatenate(features) if features else np.zeros(0, dtype=np.int64)
+    if not len(ids):
         return {}
-    present = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), int(columns.max()) + 1))
+    distinct, columns = np.unique(ids, return_inverse=True)  # hashed ids: numbered densely here
+    present = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(features), len(distinct)))
     present.data[:] = 1
     df = np.asarray(present.sum(axis=0)).ravel()
     high = labels >= np.median(labels)
     df_high = np.asarray(present[high].sum(axis=0)).ravel()
     seen = np.flatnonzero(df)
     gain = information_gain(df[seen], df_high[seen], int(high.sum()), len(labels))
-    offsets = seen % width - WIDEST
+    offsets = distinct[seen] % width - WIDEST
     return {int(d): float(gain[offsets == d].mean()) for d in range(-WIDEST, WIDEST + 1) if np.any(offsets == d)}
 
 

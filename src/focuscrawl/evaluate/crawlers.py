@@ -63,8 +63,8 @@ def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], floa
     from the same seeds without learning more (``label``: see ``crawl_instances``)."""
 
     def teach(apprentice: ApprenticeLoop) -> None:
-        features, scores, sources, parents = crawl_instances(baseline, apprentice.analyzer, apprentice.term_ids,
-                                                             apprentice.model.d_max, apprentice.settings.url_words, label)
+        features, scores, sources, parents = crawl_instances(baseline, apprentice.analyzer, apprentice.model.d_max,
+                                                             apprentice.settings.url_words, label)
         with closing(open_existing(baseline)) as db:
             apprentice.model.fit(features, scores, parents, sources, median_score(Queries(db)))
 

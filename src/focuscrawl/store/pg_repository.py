@@ -117,7 +117,6 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
 );
 -- md5: a link's features may outgrow a B-tree entry (about 2.7 kB)
 CREATE UNIQUE INDEX IF NOT EXISTS link_features_distinct ON link_features (target_id, md5(features));
-CREATE TABLE IF NOT EXISTS apprentice_terms (id bigserial PRIMARY KEY, term text NOT NULL UNIQUE);
 """ + PG_NEAR_DUPLICATES_SCHEMA
 LAST_TABLE = "signature_bands"  # the schema's last: a crawl made by an older version gets what it lacks
 
@@ -180,9 +179,8 @@ class PgQueries(PgPlaceholders, PortableQueries):
     """The read views the page path and the learning steps ask for (the SQLite crawl's are
     :class:`.queries.Queries`); link analysis runs the SQLite crawl's SQL."""
 
-    def __init__(self, db: psycopg.Connection, connect: Callable[[], psycopg.Connection] | None = None):
+    def __init__(self, db: psycopg.Connection):
         self.db = db
-        self._connect, self._terms_db = connect, None  # a connection of its own for new apprentice terms
 
     def fetch_counts(self) -> tuple[int, int, int, int]:
         """Responses received, errors, URLs refused by our own rules, and attempts in all (every worker's)."""
@@ -272,29 +270,13 @@ class PgQueries(PgPlaceholders, PortableQueries):
                                               (source_id,))]
 
     def apprentice_terms(self) -> dict[str, int]:
+        """A crawl begun by a version that numbered the apprentice's terms in a table: term -> id."""
+        if self.db.execute("SELECT to_regclass('apprentice_terms')").fetchone()[0] is None:
+            return {}
         return dict(self.db.execute("SELECT term, id FROM apprentice_terms").fetchall())
 
-    def add_apprentice_terms(self, terms: list[str], first_id: int) -> dict[str, int]:
-        """The ids of new terms as the database gives them out, the same for every worker: added
-        at once on a connection of their own, so an id outlives a page's unit rolled back after it
-        (``first_id``, the SQLite crawl's numbering, is not used)."""
-        if self._terms_db is None:
-            self._terms_db = self._connect()
-        terms = sorted(terms)  # two workers adding the same terms wait for each other in one order
-        ids = dict(self._terms_db.execute(  # another worker's first? (an insert that conflicts uses up an id)
-            "SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)", (terms,), prepare=False).fetchall())
-        if len(ids) < len(terms):  # (not prepared: a generic plan of = ANY scans the table)
-            ids.update(self._terms_db.execute(
-                "INSERT INTO apprentice_terms (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING RETURNING term, id",
-                ([term for term in terms if term not in ids],)).fetchall())
-        if len(ids) < len(terms):  # added meanwhile
-            ids.update(self._terms_db.execute("SELECT term, id FROM apprentice_terms WHERE term = ANY(%s)",
-                                              ([term for term in terms if term not in ids],), prepare=False).fetchall())
-        return ids
-
-    def close(self) -> None:
-        if self._terms_db is not None:
-            self._terms_db.close()
+    def drop_apprentice_terms(self) -> None:
+        self.db.execute("DROP TABLE IF EXISTS apprentice_terms")
 
     def log_adaptation(self, pages: int, kind: str, detail: dict) -> int:
         return self.db.execute("INSERT INTO adaptations (pages, kind, detail, at) VALUES (%s, %s, %s, %s) RETURNING id",
@@ -361,6 +343,16 @@ class PgApprenticeInstances:
         return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
                               f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
 
+    def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
+        """Every stored link's features given new ids (a crawl begun with a term table's), once."""
+        after = 0
+        while rows := self.db.execute("SELECT id, features FROM link_features WHERE id > %s ORDER BY id LIMIT 20000",
+                                      (after,)).fetchall():
+            with self.db.cursor() as cursor:
+                cursor.executemany("UPDATE link_features SET features = %s WHERE id = %s",
+                                   [(convert(features), row_id) for row_id, features in rows])
+            after = rows[-1][0]
+
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
         self.db.execute("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
@@ -387,7 +379,7 @@ class PgRepository(PgApprenticeInstances):
         self.db = pg_frontier.connect(dsn, crawl)
         self.db.execute("SET synchronous_commit = off")
         pg_frontier.create_tables(self.db, pg_frontier.schema_of(crawl), LAST_TABLE, SCHEMA)
-        self.queries = PgQueries(self.db, lambda: pg_frontier.connect(dsn, crawl))
+        self.queries = PgQueries(self.db)
         self.near_duplicates = PgNearDuplicateRecords(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end,
                                 prefix=f"worker-{worker}") if warc else None
@@ -411,7 +403,6 @@ class PgRepository(PgApprenticeInstances):
             self.warc.close()
         if self.harvest_log:
             self.harvest_log.close()
-        self.queries.close()
         self.db.close()
 
     @contextmanager

@@ -368,13 +368,13 @@ class Queries(PortableQueries):
     # -- the apprentice's vocabulary ----------------------------------------------------------------
 
     def apprentice_terms(self) -> dict[str, int]:
+        """A crawl begun by a version that numbered the apprentice's terms in a table: term -> id."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'apprentice_terms'").fetchone():
+            return {}
         return dict(self.db.execute("SELECT term, id FROM apprentice_terms"))
 
-    def add_apprentice_terms(self, terms: list[str], first_id: int) -> dict[str, int]:
-        """New terms, numbered from ``first_id`` on (this crawl's one writer gives ids out); their ids."""
-        ids = {term: first_id + i for i, term in enumerate(terms)}
-        self.db.executemany("INSERT INTO apprentice_terms (term, id) VALUES (?, ?)", ids.items())
-        return ids
+    def drop_apprentice_terms(self) -> None:
+        self.db.execute("DROP TABLE IF EXISTS apprentice_terms")
 
     # -- adaptation's log ---------------------------------------------------------------------------
 

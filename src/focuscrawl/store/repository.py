@@ -125,6 +125,7 @@ class Repository(Protocol):
     def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]: ...
     def queued_link_features(self): ...
     def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
+    def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None: ...
     def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
     def leads(self) -> bool: ...  # whether this process takes the crawl's learning steps (a shared crawl's workers elect one)
     def relevance_totals(self) -> tuple[float, int]: ...
@@ -183,6 +184,15 @@ class ApprenticeInstances:
             "SELECT u.id, lf.features, lf.parent_score FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
             f" WHERE +u.state = {QUEUED} ORDER BY u.id"
         )
+
+    def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
+        """Every stored link's features given new ids (a crawl begun with a term table's), once."""
+        after = 0
+        while rows := self.db.execute("SELECT rowid, features FROM link_features WHERE rowid > ? ORDER BY rowid"
+                                      " LIMIT 20000", (after,)).fetchall():
+            self.db.executemany("UPDATE OR IGNORE link_features SET features = ? WHERE rowid = ?",
+                                [(convert(features), row_id) for row_id, features in rows])
+            after = rows[-1][0]
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""

@@ -89,7 +89,6 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
     parent_score REAL NOT NULL DEFAULT 0.0  -- the best critic score of a page with them (best-first's priority)
 );
-CREATE TABLE IF NOT EXISTS apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- pickled: the critic, the apprentice
 CREATE TABLE IF NOT EXISTS adaptations (  -- BINGO! retrainings, phase switches, link analyses (focus.py)
     id INTEGER PRIMARY KEY,
