@@ -12,6 +12,7 @@ from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_id
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
+from focuscrawl.store.schema import features_key
 from focuscrawl.text import Analyzer
 
 
@@ -366,9 +367,10 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
                        " ON u.id = lf.target_id WHERE u.state = 0 ORDER BY lf.target_id").fetchall()
     links += [link for link in links[:10] for _ in range(3)]
     db.execute("DELETE FROM link_features")
-    db.executemany("INSERT INTO link_features (source_id, target_id, features) VALUES (?, ?, ?)",
-                   [(source, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))
-                    for n, (source, target, blob) in enumerate(links, 1)])
+    blobs = [(source, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))
+             for n, (source, target, blob) in enumerate(links, 1)]
+    db.executemany("INSERT INTO link_features (source_id, target_id, features, features_key) VALUES (?, ?, ?, ?)",
+                   [(*link, features_key(link[2])) for link in blobs])
     db.commit()
     rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                       " WHERE u.state = 0").fetchall()

@@ -23,7 +23,7 @@ from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlD
                               read_only, transaction, upgrade_schema)
 from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
-from focuscrawl.store.schema import connect
+from focuscrawl.store.schema import connect, features_key
 
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
 
@@ -113,7 +113,7 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
     db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB NOT NULL,"
                " learnt INTEGER NOT NULL DEFAULT 0)")
     db.execute("INSERT INTO documents VALUES (1, 1, 'h', 0.7)")
-    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, b"a"), (2, 6, b"b")])
+    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, b"a"), (2, 6, b"b"), (3, 5, b"a")])
     upgrade_schema(db)
     upgrade_schema(db)
 
@@ -122,8 +122,10 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
 
     assert {"topic", "confidence", "preview"} <= columns("documents")
     assert {"tunnel", "queue"} <= columns("urls") and "refused" in columns("fetches")
-    assert db.execute("SELECT source_id, copies, parent_score FROM link_features ORDER BY source_id").fetchall() == [
-        (1, 1, 0.7), (2, 1, 0.0)]
+    assert db.execute("SELECT source_id, copies, parent_score, features_key FROM link_features ORDER BY source_id"
+                      ).fetchall() == [(1, 2, 0.7, features_key(b"a")), (2, 1, 0.0, features_key(b"b"))]  # one link twice
+    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'link_features_same'").fetchone() == (
+        "CREATE UNIQUE INDEX link_features_same ON link_features (target_id, features_key)",)
     db.close()
 
 

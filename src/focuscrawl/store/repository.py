@@ -30,7 +30,7 @@ from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.near_duplicates import RunningRecords
 from focuscrawl.store.queries import Queries
 from focuscrawl.store.search_index import AnchorFollower, SearchIndex
-from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
+from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, features_key, transaction, upgrade_schema
 from focuscrawl.store.sql import rows_in
 
 
@@ -148,9 +148,10 @@ class ApprenticeInstances:
     def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
         """(source, target, features, the source's critic score) of links; a link the same as one
         stored counts as a copy of it (and keeps the better source's score)."""
-        self.db.executemany("INSERT INTO link_features (source_id, target_id, features, parent_score) VALUES (?, ?, ?, ?)"
-                            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + 1,"
-                            " parent_score = MAX(parent_score, excluded.parent_score)", rows)
+        self.db.executemany("INSERT INTO link_features (source_id, target_id, features, parent_score, features_key)"
+                            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET copies = copies + 1,"
+                            " parent_score = MAX(parent_score, excluded.parent_score)",
+                            [(*row, features_key(row[2])) for row in rows])
 
     def track_instances(self) -> None:
         pass  # one writer: every unit is whole by the time the next reads
@@ -190,16 +191,17 @@ class ApprenticeInstances:
         after = 0
         while rows := self.db.execute("SELECT rowid, features FROM link_features WHERE rowid > ? ORDER BY rowid"
                                       " LIMIT 20000", (after,)).fetchall():
-            self.db.executemany("UPDATE OR IGNORE link_features SET features = ? WHERE rowid = ?",
-                                [(convert(features), row_id) for row_id, features in rows])
+            converted = [(convert(features), row_id) for row_id, features in rows]
+            self.db.executemany("UPDATE OR IGNORE link_features SET features = ?, features_key = ? WHERE rowid = ?",
+                                [(features, features_key(features), row_id) for features, row_id in converted])
             after = rows[-1][0]
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
         self.db.execute(
-            "INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
-            " SELECT source_id, ?, features, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
-            " ON CONFLICT (target_id, features) DO UPDATE SET copies = copies + excluded.copies,"
+            "INSERT INTO link_features (source_id, target_id, features, features_key, learnt, copies, parent_score)"
+            " SELECT source_id, ?, features, features_key, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
+            " ON CONFLICT (target_id, features_key) DO UPDATE SET copies = copies + excluded.copies,"
             " parent_score = MAX(parent_score, excluded.parent_score)", (new_target, old_target))
         self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
 
