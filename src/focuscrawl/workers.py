@@ -11,10 +11,9 @@ by one worker at a time, elected by an advisory lock (``PgRepository.leads``); i
 new model and phase in the database and the others take them up within seconds (``Adaptation``,
 ``ApprenticeLoop.follow``). The critic's triggers count the pages the elected worker handles
 itself; the apprentice's batches, the pages of every worker. Every worker records the links'
-instances, with term ids the database gives out.
+instances (a term's id is its hash, the same in every worker).
 
-Not shared yet, so refused: the bounded queue and near-duplicate signatures; off: the search
-index kept while crawling (built from a copy instead)."""
+Off in a shared crawl: the search index kept while crawling (built from a copy instead)."""
 
 from __future__ import annotations
 
