@@ -57,7 +57,7 @@ class ApprenticeLoop:
     def __init__(self, config: CrawlConfig, store: Repository, frontier: Frontier, stage_seconds: Counter):
         self.settings = config.apprentice
         self.store, self.frontier, self.stage_seconds = store, frontier, stage_seconds
-        self.model = self._saved_or_new()
+        self.model = self._load_model()
         self.version, self._look_at = store.get_meta("apprentice_version"), 0.0  # the model published last
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
@@ -65,34 +65,40 @@ class ApprenticeLoop:
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
                         "with" if self.model.blend is not None else "without", self.settings.blend)
-        self._rehash_old_crawl()
         self.analyzer = Analyzer(config.text.language, config.text.stem)
         # a target URL's label instead of the critic's score (eval's reference with the truth)
         self.instance_label: Callable[[str], float] | None = None
 
-    def _rehash_old_crawl(self) -> None:
-        """A crawl begun by a version that numbered terms in a table of the crawl: its model and
-        stored link features take hashed ids (``term_ids``), once, and the table goes."""
-        terms = self.store.queries.apprentice_terms()
-        if not terms and not self.model.needs_rehash:
-            return
-        hashed = np.zeros(max(terms.values(), default=-1) + 2, dtype=np.int64)
-        hashed[list(terms.values())] = term_ids(list(terms))
+    def _load_model(self) -> Apprentice:
+        """The saved model, or a new one. A crawl begun by a version that numbered terms in a
+        table of the crawl: its model and stored link features take hashed ids (``term_ids``),
+        once, and the table goes (a shared crawl's workers wait for the first to do it, and
+        then read the model it saved)."""
         width, d_max = 2 * self.settings.d_max + 1, self.settings.d_max
 
-        def new_of_old(ids: np.ndarray) -> np.ndarray:
-            return feature_ids(hashed[np.minimum(ids // width, len(hashed) - 1)], ids % width - d_max, d_max)
+        def rehash() -> tuple[Apprentice, int]:
+            terms = self.store.queries.apprentice_terms()
+            model = self._saved_or_new()
+            if not terms:
+                return model, 0
+            hashed = np.zeros(max(terms.values()) + 2, dtype=np.int64)
+            hashed[list(terms.values())] = term_ids(list(terms))
 
-        def rehash() -> None:
+            def new_of_old(ids: np.ndarray) -> np.ndarray:
+                return feature_ids(hashed[np.minimum(ids // width, len(hashed) - 1)], ids % width - d_max, d_max)
+
             self.store.rehash_link_features(
                 lambda blob: new_of_old(np.frombuffer(blob, dtype=np.uint32).astype(np.int64)).astype(np.uint32).tobytes())
-            if self.model.needs_rehash:
-                self.model.rehashed(new_of_old)
-                self.store.save_model("apprentice", self.model.dumps())
+            if model.needs_rehash:
+                model.rehashed(new_of_old)
+                self.store.save_model("apprentice", model.dumps())
             self.store.queries.drop_apprentice_terms()
+            return model, len(terms)
 
-        self.store.run_unit(rehash)
-        log.info("apprentice: %d terms of this crawl's table given hashed ids", len(terms))
+        model, rehashed = self.store.run_unit(rehash)
+        if rehashed:
+            log.info("apprentice: the %d terms of this crawl's table now have hashed ids", rehashed)
+        return model
 
     def _saved_or_new(self) -> Apprentice:
         saved = self.store.load_model("apprentice")

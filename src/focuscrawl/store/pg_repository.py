@@ -270,7 +270,9 @@ class PgQueries(PgPlaceholders, PortableQueries):
                                               (source_id,))]
 
     def apprentice_terms(self) -> dict[str, int]:
-        """A crawl begun by a version that numbered the apprentice's terms in a table: term -> id."""
+        """A crawl begun by a version that numbered the apprentice's terms in a table: term -> id
+        (the unit that reads them holds them: another worker's waits, then finds none)."""
+        self.db.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':apprentice terms'))")
         if self.db.execute("SELECT to_regclass('apprentice_terms')").fetchone()[0] is None:
             return {}
         return dict(self.db.execute("SELECT term, id FROM apprentice_terms").fetchall())
