@@ -196,6 +196,10 @@ def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
     rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features"
                             " ORDER BY target_id, features")  # the best source's score is the baseline's priority
     assert rows.fetchall() == [(10, b"menu", 4, 0.9), (10, b"text", 1, 0.2), (11, b"menu", 1, 0.2)]
+    with store.transaction():  # an earlier crawl's ids given anew: two of a target's links become one
+        store.rehash_link_features(lambda blob: b"same")
+    assert store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY target_id"
+                            ).fetchall() == [(10, b"same", 5, 0.9), (11, b"same", 1, 0.2)]
     store.close()
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from focuscrawl import focus
-from focuscrawl.config import ConfigError, validate_config
+from focuscrawl.config import validate_config
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.focus import negatives_critic, select_archetypes
@@ -306,10 +306,22 @@ def test_a_crawl_stopped_while_judging_its_pages_again_goes_on_from_that_page_at
     assert db.execute("SELECT value FROM meta WHERE key = 'rejudging'").fetchone() == ("",)
 
 
-def test_reliable_negatives_are_not_mixed_with_another_retraining(synthetic):
+def test_each_kind_of_retraining_replaces_its_own_part_of_the_training_basis_and_keeps_the_others(synthetic):
     _, config = synthetic
-    with pytest.raises(ConfigError, match="negatives_after: not with retrain or pseudo_after"):
-        config(adaptation={"negatives_after": 0.1, "pseudo_after": 0.2})
+    config(adaptation={"negatives_after": 0.1, "retrain": True, "pseudo_after": 0.2})  # all of them in one crawl
+    net, food = "tcp packet router socket handshake latency bandwidth".split(), "flour oven butter sugar dough bake yeast".split()
+    on = [" ".join(net[i % 7:] + net[:i % 7] + [f"net{i}"]) for i in range(9)]
+    off = [" ".join(food[i % 7:] + food[:i % 7] + [f"food{i}"]) for i in range(9)]
+    critic = Critic().fit(on[:3], off[:3])
+    with_archetypes = critic.refit({"": {"http://a.test/1": on[3]}}, [off[3]])
+    with_negatives = with_archetypes.refit({}, [off[4]], part="reliable negatives")
+    again = with_negatives.refit({"": {"http://a.test/2": on[5]}}, [])
+    assert again.parts == {"archetypes": ([on[5]], []), "reliable negatives": ([], [off[4]])}
+    assert again.examples_ == critic.examples_
+    probe = on[6:9] + off[6:9]
+    np.testing.assert_allclose(again.predict_proba(probe), Critic().fit(on[:3] + [on[5]], off[:3] + [off[4]]).predict_proba(probe))
+    kept = again.refit({"": {"http://a.test/3": on[6]}}, [off[5]], keep=True)  # BINGO!'s learning phase: for good
+    assert kept.examples_ == (on[:3] + [on[6]], off[:3] + [off[5]]) and kept.parts == {"reliable negatives": ([], [off[4]])}
 
 
 def test_the_bounded_queue_drops_the_lowest_priorities_and_a_later_link_brings_one_back(tmp_path):

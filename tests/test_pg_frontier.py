@@ -194,6 +194,19 @@ def test_one_worker_at_a_time_is_elected_to_learn_and_another_takes_over_when_it
         second.close()
 
 
+def test_an_earlier_crawls_links_given_new_ids_merge_where_they_become_the_same(postgres_dsn, crawl, tmp_path):
+    store = PgRepository(postgres_dsn, crawl, tmp_path, "w1", warc=False)
+    try:
+        store.run_unit(lambda: store.record_link_features([(1, 10, b"menu", 0.2), (2, 10, b"menu", 0.4),
+                                                           (2, 10, b"text", 0.6), (1, 11, b"menu", 0.2)]))
+        assert store.run_unit(store.queries.apprentice_terms) == {}  # a crawl begun with hashed ids
+        store.run_unit(lambda: store.rehash_link_features(lambda blob: b"same"))
+        assert store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY target_id"
+                                ).fetchall() == [(10, b"same", 3, 0.6), (11, b"same", 1, 0.2)]
+    finally:
+        store.close()
+
+
 def test_the_learning_steps_queue_left_aside_urls_again_and_put_hub_links_first(postgres_dsn, crawl):
     a = worker(postgres_dsn, crawl, "a")
     queued, aside, refused = (a.add([Discovered(f"http://{host}.test/{i}", f"{host}.test", 0.1, reason) for i in range(3)],

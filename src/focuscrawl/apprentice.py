@@ -47,7 +47,8 @@ URL_WORD = re.compile(r"[a-z]{2,}")
 def term_ids(terms: list[str]) -> np.ndarray:
     """Each term's id: its CRC-32, the same in every process, worker and crawl, so the judging
     processes make a page's features and no table of ids is shared. Two of a crawl's terms rarely
-    share an id (among 10⁵ terms, about one pair), which naive Bayes shrugs off."""
+    share an id (among 10⁵ terms, about a dozen pairs once folded by ``feature_ids``), which
+    naive Bayes shrugs off."""
     return np.fromiter(map(zlib.crc32, (term.encode() for term in terms)), dtype=np.int64, count=len(terms))
 
 
@@ -171,13 +172,13 @@ class Apprentice:
     def __getstate__(self) -> dict:
         """Without the cached weights; the ids as stored (uint32): the model is saved after every batch."""
         state = {k: v for k, v in self.__dict__.items() if k != "_weights"}
-        if self.features_ is not None:
-            state["features_"] = self.features_.astype(np.uint32)
+        if self.features_ is not None:  # whole counts of whole copies
+            state["features_"], state["counts_"] = self.features_.astype(np.uint32), self.counts_.astype(np.uint32)
         return state
 
     def __setstate__(self, state: dict) -> None:
         state = {"blend": None, **state}  # saved before blends existed: the paper's apprentice
-        for name in ("counts", "instances", "split"):  # saved before learnt state had scikit-learn's names
+        for name in ("features", "counts", "instances", "split"):  # saved before learnt state had scikit-learn's names
             if name in state:
                 state[name + "_"] = state.pop(name)
         if "sparse_counts" in state:  # saved dense before
@@ -187,7 +188,7 @@ class Apprentice:
         if "features_" not in state:  # counts by the ids of a term table: :meth:`rehashed` converts them
             state["features_"] = None
         elif state["features_"] is not None:
-            state["features_"] = state["features_"].astype(np.int64)
+            state["features_"], state["counts_"] = state["features_"].astype(np.int64), state["counts_"].astype(float)
         self.__dict__.update(state)
 
     @property

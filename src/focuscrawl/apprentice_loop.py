@@ -80,6 +80,9 @@ class ApprenticeLoop:
             terms = self.store.queries.apprentice_terms()
             model = self._saved_or_new()
             if not terms:
+                if model.needs_rehash:  # its term table is gone: nothing to read its counts by
+                    log.warning("apprentice: the saved apprentice's terms are lost; it starts again")
+                    model = Apprentice(self.settings.d_max, blend=self.settings.blend)
                 return model, 0
             hashed = np.zeros(max(terms.values()) + 2, dtype=np.int64)
             hashed[list(terms.values())] = term_ids(list(terms))

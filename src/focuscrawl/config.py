@@ -240,14 +240,6 @@ class AdaptationSettings(_Section):
     spy_quantile: float = Field(0.05, gt=0, lt=1, description="a reliable negative scores below this quantile of the"
                                 " held-out positives (spies)")
 
-    @model_validator(mode="after")
-    def _one_retraining(self) -> AdaptationSettings:
-        """Each retraining starts from the user's examples: two kinds would undo each other."""
-        if self.negatives_after is not None and (self.retrain or self.pseudo_after is not None):
-            raise ValueError("negatives_after: not with retrain or pseudo_after (each retraining starts"
-                             " from your examples and would undo the other's)")
-        return self
-
 
 class StoreSettings(_Section):
     warc: bool = True

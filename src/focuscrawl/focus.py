@@ -583,7 +583,8 @@ def pseudo_critic(critic: Critic, examples: tuple[list[str], list[str]]) -> tupl
     """A critic retrained with the pseudo examples as positives and negatives."""
     best, worst = examples
     pseudo = {f"pseudo:{i}": text for i, text in enumerate(best)}
-    return critic.refit({"": pseudo}, worst), {"pseudo_positives": len(best), "pseudo_negatives": len(worst)}
+    return (critic.refit({"": pseudo}, worst, part="pseudo examples"),
+            {"pseudo_positives": len(best), "pseudo_negatives": len(worst)})
 
 
 def unlabeled_pages(critic, queries, seeds: list[str], seed: int) -> list[tuple[str, str]]:
@@ -595,11 +596,11 @@ def unlabeled_pages(critic, queries, seeds: list[str], seed: int) -> list[tuple[
 
 
 def negatives_critic(critic: Critic, rows: list[tuple[str, str]], spy_quantile: float) -> tuple[Critic, dict]:
-    """A critic retrained from the user's examples and the reliable negatives among the crawl's
-    pages ``rows`` (``Critic.reliable_negatives``), from the originals every time: negatives
-    found earlier are found again or dropped. None found: the critic as it is."""
+    """A critic retrained with the reliable negatives among the crawl's pages ``rows``
+    (``Critic.reliable_negatives``) as its part of the training basis: negatives found earlier
+    are found again or dropped; BINGO!'s archetypes stay. None found: the critic as it is."""
     texts = [text for _, text in rows]
     reliable = critic.reliable_negatives(texts, [host_of(url) for url, _ in rows], spy_quantile)
     negatives = [text for text, surely_not in zip(texts, reliable) if surely_not]
     learnt = {"unlabeled": len(texts), "reliable_negatives": len(negatives)}
-    return (critic.refit({}, negatives) if negatives else critic), learnt
+    return (critic.refit({}, negatives, part="reliable negatives") if negatives else critic), learnt

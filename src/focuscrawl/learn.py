@@ -346,24 +346,37 @@ class Critic:
         return self
 
     def refit(self, archetypes: dict[str, dict[str, str]], negatives: Sequence[str] = (), keep: bool = False,
-              warn=print) -> Critic:
+              warn=print, part: str = "archetypes") -> Critic:
         """Every critic's retraining: a new critic of the same kind trained on the original
         examples plus ``archetypes`` (topic -> {url: text}; a single topic's critic takes every
         topic's as positives: BINGO!'s archetypes, Pant's pseudo examples) and ``negatives``;
-        feature selection, when configured, runs again. The new critic remembers the same
-        originals, so archetypes are replaced at the next retraining, not piled up — unless
-        ``keep``: then they join the originals (the training basis of the learning phase, §2.5.3).
-        ``warn`` is a taxonomy's (topics it cannot train); a single topic's critic has nothing to say."""
+        feature selection, when configured, runs again. They are the ``part`` of its training
+        basis that this kind of retraining owns: the next one of the same kind replaces them, not
+        piles them up, and the other kinds' parts stay (BINGO!'s archetypes and the reliable
+        negatives each retrain without undoing the other). With ``keep`` they join the originals
+        instead (the training basis of the learning phase, §2.5.3). ``warn`` is a taxonomy's
+        (topics it cannot train); a single topic's critic has nothing to say."""
         if not hasattr(self, "examples_"):
             raise ModelError("this critic was saved without its training examples; it cannot be retrained")
         originals = self.examples_
         positives = [text for pages in archetypes.values() for text in pages.values()]
+        parts = {**self.parts, part: (positives, list(negatives))}
         critic = Critic(self.classifier, self.language, self.stem, **self.options)
-        critic.fit(originals[0] + positives, originals[1] + list(negatives))
+        critic.fit(originals[0] + [text for texts, _ in parts.values() for text in texts],
+                   originals[1] + [text for _, texts in parts.values() for text in texts])
         critic.user_examples_ = self.user_examples
-        if not keep:
+        if keep:
+            critic.examples_ = (originals[0] + positives, originals[1] + list(negatives))
+            del parts[part]
+        else:
             critic.examples_ = originals
+        critic.parts_ = parts
         return critic
+
+    @property
+    def parts(self) -> dict[str, tuple[list[str], list[str]]]:
+        """What each kind of retraining added to the originals: kind -> (positives, negatives)."""
+        return getattr(self, "parts_", {})
 
     @property
     def user_examples(self) -> tuple[list[str], list[str]]:

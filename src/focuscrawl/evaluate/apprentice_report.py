@@ -89,6 +89,8 @@ def _saved_apprentice_figures(directory: Path) -> tuple[dict | None, dict | None
     with closing(open_existing(directory)) as db:
         saved = Queries(db).load_model("apprentice")
         apprentice = Apprentice.loads(saved) if saved else None
+        if apprentice is not None and apprentice.needs_rehash:  # converted when the crawl is resumed
+            apprentice = None
         return _priorities(db, apprentice), _blend(apprentice)
 
 

@@ -37,7 +37,8 @@ class OracleCritic:
     def judge(self, page) -> Judgement:
         return Judgement(1.0 if self.is_relevant(page.url) else 0.0)
 
-    def refit(self, archetypes: dict[str, dict[str, str]], negatives=(), keep: bool = False, warn=print) -> OracleCritic:
+    def refit(self, archetypes: dict[str, dict[str, str]], negatives=(), keep: bool = False, warn=print,
+              part: str = "archetypes") -> OracleCritic:
         """The truth needs no retraining: every critic's signature, the same oracle."""
         return self
 
@@ -125,6 +126,8 @@ OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {
 BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
          "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "learning_archetypes": "all"}}
 BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
+# our own: BINGO! whose critic also learns reliable negatives from the crawl (each retraining keeps the other's part)
+BINGO_NEGATIVES = {**BINGO, "adaptation": {**BINGO["adaptation"], "negatives_after": 0.1}}
 # with the drift guard: a retraining whose archetypes alone rank the user's examples below AUC 0.75 is refused
 BINGO_GUARDED = {**BINGO, "adaptation": {**BINGO["adaptation"], "guard": 0.75}}
 
@@ -153,6 +156,7 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
     CrawlerSpec("bingo-guarded", BINGO_GUARDED),
+    CrawlerSpec("bingo-negatives", BINGO_NEGATIVES),
     # bingo-static with a perfect critic: the most that retraining the critic could ever give bingo
     CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, parts=_oracle_critic),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives

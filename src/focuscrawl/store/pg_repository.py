@@ -346,13 +346,21 @@ class PgApprenticeInstances:
                               f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
 
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
-        """Every stored link's features given new ids (a crawl begun with a term table's), once."""
+        """Every stored link's features given new ids (a crawl begun with a term table's), once;
+        two links of a target whose features become the same are one, with both's copies."""
         after = 0
-        while rows := self.db.execute("SELECT id, features FROM link_features WHERE id > %s ORDER BY id LIMIT 20000",
-                                      (after,)).fetchall():
-            with self.db.cursor() as cursor:
-                cursor.executemany("UPDATE link_features SET features = %s WHERE id = %s",
-                                   [(convert(features), row_id) for row_id, features in rows])
+        while rows := self.db.execute("SELECT id, source_id, target_id, features, learnt, copies, parent_score"
+                                      " FROM link_features WHERE id > %s ORDER BY id LIMIT 20000", (after,)).fetchall():
+            merged: dict[tuple[int, bytes], list] = {}  # one statement may not update a row twice
+            for row_id, source, target, features, learnt, copies, score in rows:
+                new = convert(features)
+                row = merged.setdefault((target, new), [row_id, source, target, new, learnt, 0, score])
+                row[4], row[5], row[6] = row[4] or learnt, row[5] + copies, max(row[6], score)
+            self.db.execute("DELETE FROM link_features WHERE id = ANY(%s)", ([row[0] for row in rows],))
+            self.db.execute("INSERT INTO link_features (id, source_id, target_id, features, learnt, copies, parent_score)"
+                            " SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], %s::bool[],"
+                            f" %s::int[], %s::float8[]) {_SAME_LINK}, learnt = link_features.learnt OR EXCLUDED.learnt",
+                            [list(column) for column in zip(*merged.values())])
             after = rows[-1][0]
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:

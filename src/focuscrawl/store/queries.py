@@ -1,7 +1,7 @@
 """The SQL the crawl's learning loops, link analysis, evaluation and the benchmark run on a
 crawl database, besides the page records of :class:`Store` and the frontier's own tables:
-reads, and the updates those loops make (the apprentice's vocabulary, re-judged scores, link
-scores, the adaptation's log). During a crawl, ``store.queries``; afterwards,
+reads, and the updates those loops make (re-judged scores, link scores, the adaptation's log;
+an earlier version's term table of the apprentice). During a crawl, ``store.queries``; afterwards,
 ``Queries(read_only(directory))``. A shared backend gives its own class of the same methods."""
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ class Queries(PortableQueries):
         row = self.db.execute("SELECT data FROM models WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
 
-    # -- the apprentice's vocabulary ----------------------------------------------------------------
+    # -- an earlier version's apprentice vocabulary ------------------------------------------------
 
     def apprentice_terms(self) -> dict[str, int]:
         """A crawl begun by a version that numbered the apprentice's terms in a table: term -> id."""

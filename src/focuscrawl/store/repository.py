@@ -187,13 +187,19 @@ class ApprenticeInstances:
         )
 
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
-        """Every stored link's features given new ids (a crawl begun with a term table's), once."""
+        """Every stored link's features given new ids (a crawl begun with a term table's), once;
+        two links of a target whose features become the same are one, with both's copies."""
         after = 0
-        while rows := self.db.execute("SELECT rowid, features FROM link_features WHERE rowid > ? ORDER BY rowid"
-                                      " LIMIT 20000", (after,)).fetchall():
-            converted = [(convert(features), row_id) for row_id, features in rows]
-            self.db.executemany("UPDATE OR IGNORE link_features SET features = ?, features_key = ? WHERE rowid = ?",
-                                [(features, features_key(features), row_id) for features, row_id in converted])
+        while rows := self.db.execute("SELECT rowid, source_id, target_id, features, learnt, copies, parent_score"
+                                      " FROM link_features WHERE rowid > ? ORDER BY rowid LIMIT 20000",
+                                      (after,)).fetchall():
+            self.db.executemany("DELETE FROM link_features WHERE rowid = ?", [(row[0],) for row in rows])
+            self.db.executemany(
+                "INSERT INTO link_features (rowid, source_id, target_id, features, learnt, copies, parent_score,"
+                " features_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET"
+                " copies = copies + excluded.copies, parent_score = MAX(parent_score, excluded.parent_score),"
+                " learnt = MAX(learnt, excluded.learnt)",
+                [(*row[:3], new, *row[4:], features_key(new)) for row in rows for new in [convert(row[3])]])
             after = rows[-1][0]
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:
