@@ -368,9 +368,11 @@ class Adaptation:
                 # a well-focused crawl may have fetched few rejected pages, and its least-liked
                 # accepted ones are on the topic: taught as negatives, they turn the critic around)
                 positives = [text for pages in [*archetypes.values(), *labelled.values()] for text in pages.values()]
+                kept = [texts for kind, texts in critic.parts.items() if kind != "archetypes"]  # reliable negatives
                 negatives = self.store.queries.texts_by_score(max(0, round(
-                    self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)))
-                    - len(critic.examples_[1]) - len(labelled_negatives)), below=0.5)
+                    self.config.topic.negatives_per_positive * (len(critic.examples_[0]) + len(positives)
+                                                                + sum(len(p) for p, _ in kept)))
+                    - len(critic.examples_[1]) - len(labelled_negatives) - sum(len(n) for _, n in kept)), below=0.5)
                 detail["extra_negatives"] = len(negatives)
                 if self.settings.guard is not None and positives and negatives:
                     detail["agreement"] = round(critic.agreement(positives, negatives), 3)
