@@ -52,6 +52,14 @@ def term_ids(terms: list[str]) -> np.ndarray:
     return np.fromiter(map(zlib.crc32, (term.encode() for term in terms)), dtype=np.int64, count=len(terms))
 
 
+def rehashing(terms: dict[str, int], d_max: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Old feature ids (by a crawl's term table, ``terms``: term -> id) -> hashed ones."""
+    width = 2 * d_max + 1
+    hashed = np.zeros(max(terms.values(), default=-1) + 2, dtype=np.int64)
+    hashed[list(terms.values())] = term_ids(list(terms))
+    return lambda ids: feature_ids(hashed[np.minimum(ids // width, len(hashed) - 1)], ids % width - d_max, d_max)
+
+
 def feature_ids(term_id: np.ndarray, offset, d_max: int = 5) -> np.ndarray:
     """⟨t, d⟩'s id: t' · (2·d_max + 1) + d + d_max, with t' the term id folded so that the id fits
     a uint32 (as stored), and d still the id's remainder (the apprentice's report reads it)."""
@@ -278,10 +286,9 @@ class Apprentice:
         """log q_high,t − log q_low,t (eq. 1) for every feature seen, and a 0 after them for features
         never seen in training, which are no evidence either way (cached until the next ``partial_fit``)."""
         if getattr(self, "_weights", None) is None:
-            seen = self.counts_.sum(axis=0) > 0
-            vocabulary = max(int(seen.sum()), 1)  # |T| of eq. 1
+            vocabulary = max(len(self.features_), 1)  # |T| of eq. 1: every feature kept was seen
             log_q = np.log1p(self.counts_) - np.log(vocabulary + self.counts_.sum(axis=1, keepdims=True))
-            self._weights = np.append(np.where(seen, log_q[1] - log_q[0], 0.0), 0.0)  # last: ids beyond the counts
+            self._weights = np.append(log_q[1] - log_q[0], 0.0)  # last: features never seen
         return self._weights
 
     def predict_proba(self, features: Links) -> np.ndarray:

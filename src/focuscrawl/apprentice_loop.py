@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import HIGH, Apprentice, feature_ids, median_score, pack, page_link_features, term_ids
+from focuscrawl.apprentice import HIGH, Apprentice, median_score, pack, page_link_features, rehashing
 from focuscrawl.beside import write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
@@ -74,7 +74,6 @@ class ApprenticeLoop:
         table of the crawl: its model and stored link features take hashed ids (``term_ids``),
         once, and the table goes (a shared crawl's workers wait for the first to do it, and
         then read the model it saved)."""
-        width, d_max = 2 * self.settings.d_max + 1, self.settings.d_max
 
         def rehash() -> tuple[Apprentice, int]:
             terms = self.store.queries.apprentice_terms()
@@ -84,12 +83,7 @@ class ApprenticeLoop:
                     log.warning("apprentice: the saved apprentice's terms are lost; it starts again")
                     model = Apprentice(self.settings.d_max, blend=self.settings.blend)
                 return model, 0
-            hashed = np.zeros(max(terms.values()) + 2, dtype=np.int64)
-            hashed[list(terms.values())] = term_ids(list(terms))
-
-            def new_of_old(ids: np.ndarray) -> np.ndarray:
-                return feature_ids(hashed[np.minimum(ids // width, len(hashed) - 1)], ids % width - d_max, d_max)
-
+            new_of_old = rehashing(terms, self.settings.d_max)
             self.store.rehash_link_features(
                 lambda blob: new_of_old(np.frombuffer(blob, dtype=np.uint32).astype(np.int64)).astype(np.uint32).tobytes())
             if model.needs_rehash:
