@@ -12,7 +12,7 @@ from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_id
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
-from focuscrawl.store.schema import features_key
+from focuscrawl.store.schema import features_keys
 from focuscrawl.text import Analyzer
 
 
@@ -212,31 +212,31 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
 
     store = Store(tmp_path / "crawl", warc=False)
     with store.transaction():
-        store.record_link_features([(1, 10, b"a", 0.5), (2, 10, b"a", 0.5), (1, 11, b"b", 0.5), (1, 12, b"c", 0.5)])
+        store.record_link_features([(1, 10, b"aaaa", 0.5), (2, 10, b"aaaa", 0.5), (1, 11, b"bbbb", 0.5), (1, 12, b"cccc", 0.5)])
         judged(store, 10, 0.9)
         judged(store, 13, 0.5)  # a page no stored link leads to
     with store.transaction():
-        assert store.take_new_instances() == [(b"a", 0.9, 2, 0.5, 10)]
+        assert store.take_new_instances() == [(b"aaaa", 0.9, 2, 0.5, 10)]
         assert store.take_new_instances() == []
-        store.record_link_features([(3, 11, b"d", 0.5)])
+        store.record_link_features([(3, 11, b"dddd", 0.5)])
         judged(store, 11, 0.2)
     store.close()
     store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
     with store.transaction():
-        assert sorted(store.take_new_instances()) == [(b"b", 0.2, 1, 0.5, 11), (b"d", 0.2, 1, 0.5, 11)]
+        assert sorted(store.take_new_instances()) == [(b"bbbb", 0.2, 1, 0.5, 11), (b"dddd", 0.2, 1, 0.5, 11)]
         assert store.take_new_instances() == []
     with store.transaction():  # page 12 only redirects to page 10, judged long ago: its links lead there
         judged(store, 12, None)
         store.retarget_link_features(12, 10)
-        assert store.take_new_instances() == [(b"c", 0.9, 1, 0.5, 10)]
+        assert store.take_new_instances() == [(b"cccc", 0.9, 1, 0.5, 10)]
     with store.transaction():  # a failed training leaves the links to learn for the next one
-        store.record_link_features([(4, 14, b"e", 0.5)])
+        store.record_link_features([(4, 14, b"eeee", 0.5)])
         judged(store, 14, 0.7)
     with pytest.raises(RuntimeError), store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5, 14)]
+        assert store.take_new_instances() == [(b"eeee", 0.7, 1, 0.5, 14)]
         raise RuntimeError("the apprentice failed")
     with store.transaction():
-        assert store.take_new_instances() == [(b"e", 0.7, 1, 0.5, 14)]
+        assert store.take_new_instances() == [(b"eeee", 0.7, 1, 0.5, 14)]
     learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
     assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
     store.close()
@@ -250,7 +250,7 @@ def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
                " features BLOB NOT NULL, learnt INTEGER NOT NULL DEFAULT 0)")
     db.execute("CREATE INDEX link_features_target ON link_features (target_id)")
     db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)",
-                   [(1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"x", 0)])
+                   [(1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"xxxx", 0)])
     db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
                " relevance REAL)")
     db.executemany("INSERT INTO documents VALUES (?, 0, '', ?)", [(1, 0.8), (2, 0.3)])  # page 3: no judgement
@@ -259,10 +259,10 @@ def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
     store = Store(directory, warc=False)
     rows = store.db.execute("SELECT target_id, features, learnt, copies, parent_score FROM link_features"
                             " ORDER BY target_id, features")  # the first page seen with a link: its source's score
-    assert rows.fetchall() == [(10, b"menu", 1, 2, 0.8), (11, b"menu", 0, 2, 0.3), (11, b"x", 0, 1, 0.0)]
+    assert rows.fetchall() == [(10, b"menu", 1, 2, 0.8), (11, b"menu", 0, 2, 0.3), (11, b"xxxx", 0, 1, 0.0)]
     with store.transaction():
-        store.record_link_features([(4, 11, b"x", 0.5)])
-    assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"x",)).fetchone() == (2,)
+        store.record_link_features([(4, 11, b"xxxx", 0.5)])
+    assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"xxxx",)).fetchone() == (2,)
     store.close()
 
 
@@ -374,7 +374,7 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     blobs = [(source, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))
              for n, (source, target, blob) in enumerate(links, 1)]
     db.executemany("INSERT INTO link_features (source_id, target_id, features, features_key) VALUES (?, ?, ?, ?)",
-                   [(*link, features_key(link[2])) for link in blobs])
+                   [(*link, key) for link, key in zip(blobs, features_keys([blob for _, _, blob in blobs]))])
     db.commit()
     rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
                       " WHERE u.state = 0").fetchall()

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import time
 
+import numpy as np
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
@@ -23,7 +24,7 @@ from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlD
                               read_only, transaction, upgrade_schema)
 from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
-from focuscrawl.store.schema import connect, features_key
+from focuscrawl.store.schema import connect, features_keys
 
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
 
@@ -113,7 +114,8 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
     db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB NOT NULL,"
                " learnt INTEGER NOT NULL DEFAULT 0)")
     db.execute("INSERT INTO documents VALUES (1, 1, 'h', 0.7)")
-    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, b"a"), (2, 6, b"b"), (3, 5, b"a")])
+    a, b = np.array([7, 9], dtype=np.uint32).tobytes(), np.array([7], dtype=np.uint32).tobytes()
+    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, a), (2, 6, b), (3, 5, a)])
     upgrade_schema(db)
     upgrade_schema(db)
 
@@ -123,10 +125,36 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
     assert {"topic", "confidence", "preview"} <= columns("documents")
     assert {"tunnel", "queue"} <= columns("urls") and "refused" in columns("fetches")
     assert db.execute("SELECT source_id, copies, parent_score, features_key FROM link_features ORDER BY source_id"
-                      ).fetchall() == [(1, 2, 0.7, features_key(b"a")), (2, 1, 0.0, features_key(b"b"))]  # one link twice
-    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'link_features_same'").fetchone() == (
-        "CREATE UNIQUE INDEX link_features_same ON link_features (target_id, features_key)",)
+                      ).fetchall() == [(1, 2, 0.7, *features_keys([a])), (2, 1, 0.0, *features_keys([b]))]  # one link twice
+    assert db.execute("SELECT sql FROM sqlite_master WHERE name LIKE 'link_features_%'").fetchall() == [
+        ("CREATE UNIQUE INDEX link_features_by_key ON link_features (target_id, features_key)",)]
     db.close()
+
+
+def test_a_crawl_keyed_by_the_former_hash_is_keyed_again_and_its_copies_merged(tmp_path):
+    """The keys of distinct links were once BLAKE2b digests: a new link must find its stored copy."""
+    db = connect(tmp_path / "old.db")
+    upgrade_schema(db)
+    a, b = np.array([3, 4], dtype=np.uint32).tobytes(), np.array([4, 3], dtype=np.uint32).tobytes()
+    db.execute("DROP INDEX link_features_by_key")
+    db.execute("CREATE UNIQUE INDEX link_features_same ON link_features (target_id, features_key)")
+    db.executemany("INSERT INTO link_features (source_id, target_id, features, features_key, copies, parent_score)"
+                   " VALUES (?, 5, ?, ?, ?, ?)", [(1, a, 11, 2, 0.25), (2, b, 12, 1, 0.5)])
+    db.commit()
+    upgrade_schema(db)
+    assert db.execute("SELECT source_id, copies, parent_score, features_key FROM link_features").fetchall() == [
+        (1, 3, 0.5, *features_keys([a]))]  # the same bag of ids: one instance, both's copies, the better source
+    assert [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'link_features_%'")] == [
+        "link_features_by_key"]
+    db.close()
+
+
+def test_features_keys_tell_bags_of_ids_apart():
+    links = [np.array(ids, dtype=np.uint32).tobytes() for ids in ([], [0], [0, 0], [1], [0, 1], [1, 0], [2**32 - 1])]
+    keys = features_keys(links)
+    assert keys[4] == keys[5]  # the same bag in another order
+    assert len(set(keys[:5] + keys[6:])) == 6
+    assert features_keys([]) == [] and all(-2**63 <= key < 2**63 for key in keys)
 
 
 def test_a_transaction_commits_when_its_block_ends(store, tmp_path):
@@ -334,10 +362,10 @@ def test_take_new_instances_hands_out_the_links_of_newly_judged_targets_once(sto
     source = page(store, "http://a.test/", 0.6)
     target, later = discover(store, ["http://a.test/t", "http://a.test/l"], source)
     with store.transaction():
-        store.record_link_features([(source, target, b"f1", 0.6), (source, later, b"f2", 0.6)])
+        store.record_link_features([(source, target, b"f1f1", 0.6), (source, later, b"f2f2", 0.6)])
     page(store, "http://a.test/t", 0.9, parent=source)
     with store.transaction():
-        assert store.take_new_instances() == [(b"f1", 0.9, 1, 0.6, target)]
+        assert store.take_new_instances() == [(b"f1f1", 0.9, 1, 0.6, target)]
         assert store.take_new_instances() == []
     assert store.get_meta("apprentice_links_learnt") == "2"
 
@@ -346,17 +374,17 @@ def test_queued_link_features_are_the_links_to_queued_urls_in_target_order(store
     source = page(store, "http://a.test/", 0.6)
     first, second = discover(store, ["http://a.test/1", "http://a.test/2"], source)
     with store.transaction():
-        store.record_link_features([(source, second, b"b", 0.6), (source, first, b"a", 0.6), (source, source, b"s", 0.1)])
-    assert list(store.queued_link_features()) == [(first, b"a", 0.6), (second, b"b", 0.6)]
-    assert sorted(store.queries.queued_link_instances()) == [(first, b"a", 0.6), (second, b"b", 0.6)]
+        store.record_link_features([(source, second, b"bbbb", 0.6), (source, first, b"aaaa", 0.6), (source, source, b"ssss", 0.1)])
+    assert list(store.queued_link_features()) == [(first, b"aaaa", 0.6), (second, b"bbbb", 0.6)]
+    assert sorted(store.queries.queued_link_instances()) == [(first, b"aaaa", 0.6), (second, b"bbbb", 0.6)]
 
 
 def test_retarget_link_features_moves_a_redirects_links_to_its_target(store):
     with store.transaction():
-        store.record_link_features([(1, 10, b"a", 0.2), (2, 12, b"a", 0.8), (2, 12, b"b", 0.4)])
+        store.record_link_features([(1, 10, b"aaaa", 0.2), (2, 12, b"aaaa", 0.8), (2, 12, b"bbbb", 0.4)])
         store.retarget_link_features(12, 10)
     rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY features")
-    assert rows.fetchall() == [(10, b"a", 2, 0.8), (10, b"b", 1, 0.4)]
+    assert rows.fetchall() == [(10, b"aaaa", 2, 0.8), (10, b"bbbb", 1, 0.4)]
 
 
 def test_set_priorities_gives_urls_new_priorities(store):

@@ -237,11 +237,7 @@ class Apprentice:
         self.split_ = threshold
         labels = high_labels(relevance, threshold)
         columns, lengths = _flatten(features)
-        known = np.union1d(self.features_, columns)
-        if len(known) > len(self.features_):
-            counts = np.zeros((2, len(known)))
-            counts[:, np.searchsorted(known, self.features_)] = self.counts_
-            self.features_, self.counts_ = known, counts
+        self._add_features(columns)
         column = np.searchsorted(self.features_, columns)
         label_of_feature, copies_of_feature = np.repeat(labels, lengths), np.repeat(copies, lengths)
         for label in (0, 1):
@@ -250,6 +246,17 @@ class Apprentice:
             self.instances_[label] += int(copies[labels == label].sum())
         self._weights = None
         return self
+
+    def _add_features(self, columns: np.ndarray) -> None:
+        """Room in ``features_`` and ``counts_`` for the ids not seen before, inserted in order (a
+        union with the whole vocabulary sorted it again every batch)."""
+        batch = np.unique(columns)
+        at = np.searchsorted(self.features_, batch)
+        new = batch[(at == len(self.features_)) | (self.features_[np.minimum(at, len(self.features_) - 1)] != batch)
+                    if len(self.features_) else slice(None)]
+        if len(new):
+            at = np.searchsorted(self.features_, new)
+            self.features_, self.counts_ = np.insert(self.features_, at, new), np.insert(self.counts_, at, 0.0, axis=1)
 
     def fit(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],
             threshold: float = HIGH) -> Apprentice:

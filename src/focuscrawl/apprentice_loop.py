@@ -110,8 +110,9 @@ class ApprenticeLoop:
                   if reason is None and (url not in known or known[url].state != DONE)]
         features = self._link_features(page, judgement, wanted)
         if self.model.ready and wanted:
-            for i, p in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0))):
-                found[i] = found[i]._replace(priority=float(p))
+            for i, priority in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0)).tolist()):
+                url, host, _, reason = found[i]
+                found[i] = Discovered(url, host, priority, reason)  # (``_replace`` cost a tenth of this method)
         return ScoredLinks(known, wanted, features)
 
     def record(self, source_id: int, targets: list[int], links: ScoredLinks, relevance: float | None) -> None:

@@ -30,7 +30,7 @@ from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.near_duplicates import RunningRecords
 from focuscrawl.store.queries import Queries
 from focuscrawl.store.search_index import AnchorFollower, SearchIndex
-from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, features_key, transaction, upgrade_schema
+from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, features_keys, transaction, upgrade_schema
 from focuscrawl.store.sql import rows_in
 
 
@@ -151,7 +151,7 @@ class ApprenticeInstances:
         self.db.executemany("INSERT INTO link_features (source_id, target_id, features, parent_score, features_key)"
                             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET copies = copies + 1,"
                             " parent_score = MAX(parent_score, excluded.parent_score)",
-                            [(*row, features_key(row[2])) for row in rows])
+                            [(*row, key) for row, key in zip(rows, features_keys([row[2] for row in rows]))])
 
     def track_instances(self) -> None:
         pass  # one writer: every unit is whole by the time the next reads
@@ -194,12 +194,13 @@ class ApprenticeInstances:
                                       " FROM link_features WHERE rowid > ? ORDER BY rowid LIMIT 20000",
                                       (after,)).fetchall():
             self.db.executemany("DELETE FROM link_features WHERE rowid = ?", [(row[0],) for row in rows])
+            converted = [convert(row[3]) for row in rows]
             self.db.executemany(
                 "INSERT INTO link_features (rowid, source_id, target_id, features, learnt, copies, parent_score,"
                 " features_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET"
                 " copies = copies + excluded.copies, parent_score = MAX(parent_score, excluded.parent_score),"
                 " learnt = MAX(learnt, excluded.learnt)",
-                [(*row[:3], new, *row[4:], features_key(new)) for row in rows for new in [convert(row[3])]])
+                [(*row[:3], new, *row[4:], key) for row, new, key in zip(rows, converted, features_keys(converted))])
             after = rows[-1][0]
 
     def retarget_link_features(self, old_target: int, new_target: int) -> None:

@@ -3,10 +3,11 @@ by earlier versions."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
 
 from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA
 from focuscrawl.store.search_index import SEARCH_SCHEMA
@@ -86,7 +87,7 @@ CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> i
     source_id INTEGER NOT NULL,  -- the first page seen with it
     target_id INTEGER NOT NULL,
     features BLOB NOT NULL,  -- uint32 ids
-    features_key INTEGER NOT NULL DEFAULT 0,  -- features_key(features): what the index of distinct links holds
+    features_key INTEGER NOT NULL DEFAULT 0,  -- features_keys: what the index of distinct links holds
     learnt INTEGER NOT NULL DEFAULT 0,
     copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
     parent_score REAL NOT NULL DEFAULT 0.0  -- the best critic score of a page with them (best-first's priority)
@@ -175,33 +176,55 @@ def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, 
     return added
 
 
-def features_key(features: bytes) -> int:
-    """A link's features as a 64-bit key: indexing the features themselves (a few hundred bytes)
-    cost a millisecond a page in the apprentice's crawl."""
-    return int.from_bytes(hashlib.blake2b(features, digest_size=8).digest(), "little", signed=True)
+_SPLITMIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment: a bag's size is not mixed like an id
+
+
+def _mixed(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser (Steele, Lea & Flood 2014) on uint64s: every bit of a value moves
+    about half the bits of its result."""
+    values = (values ^ (values >> np.uint64(30))) * _SPLITMIX[0]
+    values = (values ^ (values >> np.uint64(27))) * _SPLITMIX[1]
+    return values ^ (values >> np.uint64(31))
+
+
+def features_keys(blobs: list[bytes]) -> list[int]:
+    """Each link's features (uint32 ids, as stored) as a signed 64-bit key, a page's links at once
+    (a hash per link in Python cost a third of the apprentice's recording; indexing the features
+    themselves, a millisecond a page). The key sums the ids' mixed values, so it is that of the
+    bag of ids: the apprentice reads a link's ids as a bag, and the same ids in another order are
+    the same instance."""
+    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // 4
+    ids = np.frombuffer(b"".join(blobs), dtype=np.uint32).astype(np.uint64)
+    sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(_mixed(ids + np.uint64(1)), dtype=np.uint64)])
+    ends = np.cumsum(lengths)
+    keys = _mixed((sums[ends] - sums[ends - lengths]) ^ _mixed(lengths.astype(np.uint64) + _GOLDEN))
+    return keys.view(np.int64).tolist()
 
 
 def _index_distinct_links(db: sqlite3.Connection) -> None:
     """One row per target and features, the others counted as its copies (re-scoring reads each
-    distinct link once), found by ``features_key``. A crawl made before kept a row per link, or
-    indexed the features themselves: converted here once."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features_same'").fetchone():
+    distinct link once), found by ``features_keys``. A crawl made before kept a row per link,
+    indexed the features themselves, or keyed them with another hash: converted here once."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features_by_key'").fetchone():
         return
     _add_missing_columns(db, "link_features", {"features_key": "INTEGER NOT NULL DEFAULT 0"})
     db.execute("BEGIN")
     db.execute("DROP INDEX IF EXISTS link_features_target")
     db.execute("DROP INDEX IF EXISTS link_features_distinct")
+    db.execute("DROP INDEX IF EXISTS link_features_same")
     after = 0
     while rows := db.execute("SELECT rowid, features FROM link_features WHERE rowid > ? ORDER BY rowid LIMIT 20000",
                              (after,)).fetchall():
         db.executemany("UPDATE link_features SET features_key = ? WHERE rowid = ?",
-                       [(features_key(features), row_id) for row_id, features in rows])
+                       zip(features_keys([features for _, features in rows]), [row_id for row_id, _ in rows]))
         after = rows[-1][0]
-    db.execute("CREATE TEMP TABLE merged (kept INTEGER PRIMARY KEY, copies INTEGER, learnt INTEGER)")
-    db.execute("INSERT INTO merged SELECT MIN(rowid), SUM(copies), MAX(learnt) FROM link_features"
+    db.execute("CREATE TEMP TABLE merged (kept INTEGER PRIMARY KEY, copies INTEGER, learnt INTEGER, parent_score REAL)")
+    db.execute("INSERT INTO merged SELECT MIN(rowid), SUM(copies), MAX(learnt), MAX(parent_score) FROM link_features"
                " GROUP BY target_id, features_key")
     db.execute("DELETE FROM link_features WHERE rowid NOT IN (SELECT kept FROM merged)")
-    db.execute("UPDATE link_features SET (copies, learnt) = (SELECT copies, learnt FROM merged WHERE kept = link_features.rowid)")
+    db.execute("UPDATE link_features SET (copies, learnt, parent_score) ="
+               " (SELECT copies, learnt, parent_score FROM merged WHERE kept = link_features.rowid)")
     db.execute("DROP TABLE merged")
-    db.execute("CREATE UNIQUE INDEX link_features_same ON link_features (target_id, features_key)")
+    db.execute("CREATE UNIQUE INDEX link_features_by_key ON link_features (target_id, features_key)")
     db.execute("COMMIT")
