@@ -284,6 +284,8 @@ def test_a_relevant_page_gets_a_preview_of_its_most_topical_sentences():
     assert judged.preview.startswith("The client opens a TCP socket")
     assert "sunny" not in judged.preview and "river" not in judged.preview
     assert critic.judge(parse_html(OFF_TOPIC.encode(), "http://h.test/")).preview is None
+    critic.model_.named_steps["counts"].analyzer.page_terms(page)  # the apprentice's leaf terms, made first
+    assert critic.judge(page) == judged  # read from them, the same preview
 
 
 @pytest.mark.parametrize("classifier", LEARNERS)

@@ -1,4 +1,5 @@
 import pickle
+import random
 from collections import Counter
 
 import pytest
@@ -163,3 +164,17 @@ def test_preview_keeps_the_best_sentences_by_their_terms_weights_in_page_order()
     assert topic_preview(leaves, weights, analyzer, sentences=2) == (
         "The socket listens on a port. … TCP sockets retransmit lost packets quickly.")  # 1.1 and 1.75 beat 1.0
     assert topic_preview(leaves, {"unrelated": 1.0}, analyzer) == ""
+
+
+def test_a_preview_from_the_leaves_terms_reads_only_the_heavy_leaves_and_finds_the_same_sentences():
+    from focuscrawl.text import topic_preview
+
+    rng = random.Random(7)
+    words = "socket port packet host bread flour dough water river stone lamp route cable frame".split()
+    analyzer = Analyzer()
+    for trial in range(200):
+        leaves = [". ".join(" ".join(rng.choices(words, k=rng.randint(1, 6))) for _ in range(rng.randint(0, 4)))
+                  for _ in range(rng.randint(1, 60))]
+        weights = {word: rng.choice([0.0, 0.5, 1.0, rng.random()]) for word in rng.sample(words, 6)}  # ties too
+        expected = topic_preview(leaves, weights, analyzer, sentences=3)
+        assert topic_preview(leaves, weights, analyzer, 3, terms=analyzer.leaf_terms(leaves)) == expected, trial

@@ -502,7 +502,9 @@ class Critic:
         weights = getattr(self, "preview_weights_", None)  # critics saved before previews have none
         if relevance < RELEVANT or not weights:
             return Judgement(relevance)
-        return Judgement(relevance, preview=topic_preview(page.leaves, weights, counts.analyzer) or None)
+        analyzer = counts.analyzer
+        return Judgement(relevance, preview=topic_preview(page.leaves, weights, analyzer, terms=analyzer.analysed_terms(page))
+                         or None)
 
     def save(self, path: Path) -> None:
         save_model(self, path)
