@@ -251,12 +251,17 @@ class Apprentice:
         """Room in ``features_`` and ``counts_`` for the ids not seen before, inserted in order (a
         union with the whole vocabulary sorted it again every batch)."""
         batch = np.unique(columns)
-        at = np.searchsorted(self.features_, batch)
-        new = batch[(at == len(self.features_)) | (self.features_[np.minimum(at, len(self.features_) - 1)] != batch)
-                    if len(self.features_) else slice(None)]
-        if len(new):
-            at = np.searchsorted(self.features_, new)
+        at, known = self._columns(batch)
+        if not known.all():
+            new, at = batch[~known], at[~known]
             self.features_, self.counts_ = np.insert(self.features_, at, new), np.insert(self.counts_, at, 0.0, axis=1)
+
+    def _columns(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each of ``ids`` is (or would go) in the sorted ``features_``, and whether it is there."""
+        at = np.searchsorted(self.features_, ids)
+        known = at < len(self.features_)
+        known[known] = self.features_[at[known]] == ids[known]
+        return at, known
 
     def fit(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray, sources: list[str],
             threshold: float = HIGH) -> Apprentice:
@@ -308,10 +313,8 @@ class Apprentice:
             return np.zeros(0)
         columns, lengths = _flatten(features)
         weights = self._log_ratio()
-        column = np.searchsorted(self.features_, columns)
-        unseen = column == len(self.features_)
-        unseen[~unseen] = self.features_[column[~unseen]] != columns[~unseen]
-        column[unseen] = len(weights) - 1
+        column, known = self._columns(columns)
+        column[~known] = len(weights) - 1
         evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths), weights[column], minlength=len(lengths))
         return evidence + np.log(self.instances_[1] / self.instances_[0])
 

@@ -366,30 +366,36 @@ def topic_preview(leaves: list[str], weights: dict[str, float], analyzer: Analyz
     its leaf, and the leaves are read from the heaviest down, more each round, until none left
     can beat the ``sentences``-th best found (half the time of splitting and analysing them all)."""
     if terms is None:
-        candidates = [s.strip() for leaf in leaves for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
+        candidates = [s for leaf in leaves for s in _sentences(leaf)]
         best = _best_sentences(candidates, range(len(candidates)), weights, analyzer, sentences, [])
-        return " … ".join(text for _, _, text in sorted(best, key=lambda b: b[1]))
-    term_weights = np.array([weights.get(t, 0.0) for t in terms.vocabulary], dtype=np.float64)
-    leaf_weights = np.bincount(terms.leaf, term_weights[terms.codes], minlength=len(leaves))
-    order, done, size = np.argsort(-leaf_weights, kind="stable").tolist(), 0, 16
-    best = []
-    while done < len(order) and leaf_weights[order[done]] > 0 and (
-            len(best) < sentences or leaf_weights[order[done]] >= best[-1][0]):
-        pieces = [((leaf, i), text) for leaf in order[done:done + size] for i, text in enumerate(
-            [s.strip() for s in SENTENCE_END.split(leaves[leaf]) if len(s.split()) >= 3])]
-        done, size = done + size, size * 4
-        best = _best_sentences([text for _, text in pieces], [place for place, _ in pieces], weights, analyzer,
-                               sentences, best)
+    else:
+        leaf_weights = _weighed(terms, weights, len(leaves))
+        order, done, size, best = np.argsort(-leaf_weights, kind="stable").tolist(), 0, 16, []
+        while done < len(order) and leaf_weights[order[done]] > 0 and (
+                len(best) < sentences or leaf_weights[order[done]] >= best[-1][0]):
+            pieces = [((leaf, i), text) for leaf in order[done:done + size] for i, text in enumerate(_sentences(leaves[leaf]))]
+            done, size = done + size, size * 4
+            best = _best_sentences([text for _, text in pieces], [place for place, _ in pieces], weights, analyzer,
+                                   sentences, best)
     return " … ".join(text for _, _, text in sorted(best, key=lambda b: b[1]))
+
+
+def _sentences(leaf: str) -> list[str]:
+    """A leaf's sentences of three words or more (shorter pieces are labels, not sentences)."""
+    return [s.strip() for s in SENTENCE_END.split(leaf) if len(s.split()) >= 3]
+
+
+def _weighed(terms: LeafTerms, weights: dict[str, float], leaves: int) -> np.ndarray:
+    """Each leaf's sum of its terms' weights."""
+    term_weights = np.array([weights.get(t, 0.0) for t in terms.vocabulary], dtype=np.float64)
+    return np.bincount(terms.leaf, term_weights[terms.codes], minlength=leaves)
 
 
 def _best_sentences(texts: list[str], places: Sequence, weights: dict[str, float], analyzer: Analyzer, sentences: int,
                     best: list[tuple]) -> list[tuple]:
     """The ``sentences`` best of ``texts`` and ``best`` (weight, place in the page, text), a weight
     above 0; between equal weights the later sentence."""
-    analysed = analyzer.leaf_terms(texts)
-    term_weights = np.array([weights.get(t, 0.0) for t in analysed.vocabulary], dtype=np.float64)
-    sums = np.bincount(analysed.leaf, term_weights[analysed.codes], minlength=len(texts)).tolist()
+    sums = _weighed(analyzer.leaf_terms(texts), weights, len(texts)).tolist()
     return sorted(best + [(w, place, text) for w, place, text in zip(sums, places, texts) if w > 0], reverse=True)[:sentences]
 
 
