@@ -361,6 +361,39 @@ def test_the_estimate_is_never_below_the_nesting_and_reopening_of_the_tree_lexbo
     assert reopened <= 0 or _refused(text, (reopened - 1) // (2 * per_level), (reopened - 1) // 2)
 
 
+def _estimate_after(tags: list[tuple[str, str]], read: bool):
+    """The estimate's whole state after ``tags`` (or the refusal), read with its shortcut for pairs
+    or one tag at a time; the limits are small so that both are reached."""
+    with mock.patch.multiple(parse, MAX_NESTING=7, MAX_REOPENED=12):
+        elements = parse._OpenElements()
+        try:
+            if read:
+                elements.read(tags)
+            else:
+                for closing, name in tags:
+                    elements.end(name) if closing else elements.start(name)
+        except DecodeError as refusal:
+            return str(refusal)
+    state = {key: {k: v for k, v in value.items() if v} if isinstance(value, dict) else value  # (no empty entries)
+             for key, value in vars(elements).items()}
+    state["since"] = list(elements.since.items())  # (its order counts)
+    return state
+
+
+paired_tags = st.sampled_from(MODEL_TAGS + ["em", "nobr", "svg", "span", "q"])
+tag_streams = st.lists(st.one_of(st.tuples(st.sampled_from(["", "/"]), paired_tags).map(lambda tag: [tag]),
+                                 paired_tags.map(lambda name: [("", name), ("/", name)])),
+                       max_size=40).map(lambda parts: [tag for part in parts for tag in part])
+
+
+@fuzz(500)
+@given(tag_streams)
+def test_the_estimates_shortcut_for_a_start_and_end_tag_pair_changes_nothing(tags):
+    """``_OpenElements.read`` skips a pair it would push and pop alone; the state after (or the
+    refusal) is the one of reading every tag."""
+    assert _estimate_after(tags, read=True) == _estimate_after(tags, read=False)
+
+
 def test_formatting_elements_left_open_are_not_reopened_in_every_later_block():
     """5 000 distinct <b> left open, one per paragraph, made 12 million elements (19 s, 70 kB)."""
     text = "".join(f"<p><b id={i}>x" for i in range(5000))
