@@ -354,6 +354,26 @@ def test_judging_a_page_whose_leaf_terms_are_known_gives_the_same_relevance():
     assert critic.judge(fresh).relevance == pytest.approx(critic.predict_proba([fresh.text])[0], rel=1e-12)
 
 
+def test_the_critic_reads_a_pages_leaves_once_for_its_relevance_and_its_preview():
+    """The critic counts the words of a parsed page's leaves (its text is theirs), and a relevant
+    page's preview reads those tokens again instead of its text: the same relevance and preview as
+    from the text. A page whose text is not its leaves (a site's main text) is counted from its text."""
+    from focuscrawl.parse import Page, parse_html
+    from focuscrawl.text import TOKENS, Analyzer, topic_preview
+
+    critic = Critic("svm-linear").fit(NETWORK, BAKING)
+    html = "".join(f"<p>{passage}</p><div><a href='/{i}'>TCP packets. Routers forward them</a></div>"
+                   for i, passage in enumerate(NETWORK[:3] + BAKING[:1]))
+    page = parse_html(html.encode(), "http://127.0.0.1/p")
+    judged = critic.judge(page)
+    assert TOKENS in page.terms and judged.relevance >= 0.5 and judged.preview
+    assert judged.relevance == pytest.approx(critic.predict_proba([page.text])[0], rel=1e-12)
+    assert judged.preview == topic_preview(page.leaves, critic.preview_weights_, Analyzer())
+    main = Page(url=page.url, text=" ".join(NETWORK[:2]), leaves=page.leaves)  # text and leaves differ
+    assert critic.judge(main).relevance == pytest.approx(critic.predict_proba([main.text])[0], rel=1e-12)
+    assert TOKENS not in main.terms
+
+
 def _site_with_a_template():
     """A topic's examples where a quarter of the positives come from one site whose every page
     carries the same sidebar, and the crawl's pages: that site's off-topic pages (sidebar and

@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 WORDS = "words"  # a page's word_counts in ``Page.terms``, while it is judged
+TOKENS = "tokens"  # its words in order, LEAF_BREAK between its leaves, and their counts (``page_tokens``)
 # a letter, then letters and digits, then maybe 's or 't…; possessive (nothing can follow
 # a run that would give some of it back), which makes findall 1.6x faster on real pages
 TOKEN = re.compile(r"[^\W\d_][^\W_]*+(?:'[^\W\d_]++)?")
@@ -95,18 +96,14 @@ class Analyzer:
     def leaf_terms(self, leaves: list[str]) -> LeafTerms:
         """The terms of all of a page's DOM leaves and the leaf each comes from, the same as
         ``terms`` leaf by leaf but in one pass over the page (a page may have thousands of leaves)."""
-        return self._analyse(leaves, with_counts=False)[0]
+        found = _leaf_tokens(leaves)
+        return self._leaf_terms(found, _counted(found))
 
-    def _analyse(self, leaves: list[str], with_counts: bool = True) -> tuple[LeafTerms, dict[str, int]]:
-        """``leaf_terms``, and the words with their counts (``word_counts`` of the page's text,
-        which is its leaves joined) from the same tokens. Per token, only C runs (the regex, a
-        dict lookup through ``map``, numpy); stop words, stemming and the terms' vocabulary are
-        worked out once per distinct word."""
-        joined = LEAF_BREAK.join(leaves)
-        if joined.count(LEAF_BREAK) != max(len(leaves) - 1, 0):
-            joined = LEAF_BREAK.join(leaf.replace(LEAF_BREAK, " ") for leaf in leaves)
-        found = LEAF_TOKEN.findall(joined.lower())
-        words = list(dict.fromkeys(found))
+    def _leaf_terms(self, found: list[str], words: Counter) -> LeafTerms:
+        """``leaf_terms`` from the leaves' tokens and their words' counts (in order of first
+        occurrence). Per token, only C runs (a dict lookup through ``map``, numpy); stop words,
+        stemming and the terms' vocabulary are worked out once per distinct word."""
+        words = [*words, LEAF_BREAK]
         word_code = dict(zip(words, range(len(words))))
         codes = np.fromiter(map(word_code.__getitem__, found), dtype=np.int64, count=len(found))
         kept = [code for code, w in enumerate(words) if len(w) > 1 and w not in self._stop]
@@ -117,30 +114,33 @@ class Analyzer:
         word_term[kept] = [term_code[s] for s in stems]
         term_of_token = word_term[codes]
         keep = term_of_token >= 0
-        break_code = word_code.pop(LEAF_BREAK, -1)  # -1: a page of one leaf has no break
-        leaf = np.cumsum(codes == break_code)
-        counts = dict(zip(words, np.bincount(codes, minlength=len(words)).tolist())) if with_counts else {}
-        counts.pop(LEAF_BREAK, None)
-        return LeafTerms(vocabulary, term_of_token[keep], leaf[keep]), counts
+        leaf = np.cumsum(codes == len(words) - 1)
+        return LeafTerms(vocabulary, term_of_token[keep], leaf[keep])
 
     def page_terms(self, page) -> LeafTerms:
         """``leaf_terms`` of a parsed page, kept on the page for every analyzer of the same
-        settings; its ``word_counts`` come with them if not counted yet (the language check)."""
+        settings (from the tokens its word counts were made of, if they were)."""
         key = (self.language, self.stem)
         if key not in page.terms:
-            page.terms[key], words = self._analyse(page.leaves)
-            page.terms.setdefault(WORDS, words)
+            page.terms[key] = self._leaf_terms(*page_tokens(page))
         return page.terms[key]
 
-    def analysed_terms(self, page) -> LeafTerms | None:
-        """The page's ``page_terms`` if something needed them already (the apprentice's features)."""
-        return page.terms.get((self.language, self.stem))
+    def known_terms(self, page) -> LeafTerms | None:
+        """The page's ``page_terms`` if it has been tokenised leaf by leaf already (for the
+        apprentice's features or the critic's counts), else None."""
+        return self.page_terms(page) if (self.language, self.stem) in page.terms or TOKENS in page.terms else None
 
     def page_frequencies(self, page) -> dict[str, int]:
-        """``term_frequencies`` of the page's text, from its leaf terms if they were needed
-        already, else from its word counts if the language check made them."""
-        analysed = self.analysed_terms(page)
-        return analysed.frequencies() if analysed is not None else self.term_frequencies(page.text, page.terms.get(WORDS))
+        """``term_frequencies`` of the page's text: from its leaf terms if they were needed
+        already, else from its words, counted from its leaves if its text is theirs (so that the
+        preview of a relevant page reads the same tokens again, not the text a second time)."""
+        analysed = page.terms.get((self.language, self.stem))
+        if analysed is not None:
+            return analysed.frequencies()
+        words = page.terms.get(WORDS)
+        if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
+            words = page_tokens(page)[1]
+        return self.term_frequencies(page.text, words)
 
     def term_frequencies(self, text: str, words: Mapping[str, int] | None = None) -> dict[str, int]:
         """The terms of ``text`` (or of its ``word_counts``, if made already) with their counts.
@@ -176,6 +176,32 @@ class Analyzer:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)
+
+
+def _leaf_tokens(leaves: list[str]) -> list[str]:
+    """The leaves' words in order, LEAF_BREAK between two leaves."""
+    joined = LEAF_BREAK.join(leaves)
+    if joined.count(LEAF_BREAK) != max(len(leaves) - 1, 0):
+        joined = LEAF_BREAK.join(leaf.replace(LEAF_BREAK, " ") for leaf in leaves)
+    return LEAF_TOKEN.findall(joined.lower())
+
+
+def _counted(found: list[str]) -> Counter:
+    """The words among tokens with their counts, in order of first occurrence."""
+    words = Counter(found)
+    words.pop(LEAF_BREAK, None)
+    return words
+
+
+def page_tokens(page) -> tuple[list[str], Counter]:
+    """The words of a parsed page's leaves in order (``_leaf_tokens``) and their counts, kept on
+    the page; the counts are its ``word_counts`` too (its text is its non-empty leaves joined)
+    unless counted already."""
+    if TOKENS not in page.terms:
+        found = _leaf_tokens(page.leaves)
+        page.terms[TOKENS] = found, _counted(found)
+        page.terms.setdefault(WORDS, page.terms[TOKENS][1])
+    return page.terms[TOKENS]
 
 
 def word_counts(text: str) -> Counter:
