@@ -53,8 +53,10 @@ def _session_pair(pair: str) -> bool:
     return bool(SESSION_NAMES.match(name) or (SESSION_TOKEN.match(name) and TOKEN_VALUE.match(value)))
 
 
+@lru_cache(maxsize=65536)
 def host_of(url: str) -> str:
-    """The politeness key: host[:port] as written in the URL, lower case."""
+    """The politeness key: host[:port] as written in the URL, lower case (cached: a site's
+    navigation links come back on every page)."""
     return urlsplit(url).netloc.lower().rpartition("@")[2]
 
 
