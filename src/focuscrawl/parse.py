@@ -92,7 +92,7 @@ RULED = (SPECIAL | NOT_NESTING | RECORDED.keys() | TABLE_PARTS | RAW_TEXT | CLOS
          | CLOSES_P | KINDS_OF.keys() | {"rb", "rp", "rt", "rtc", "ruby", "option", "optgroup", "svg", "math"})
 PAIRED = {name: 1 if name in ("a", "nobr") else 3 for name in ("span abbr cite kbd var samp sub sup mark time label q dfn"
           " bdi bdo data ins del output small").split() + sorted(ACTIVE_FORMATTING) if name not in RULED}
-# (tags the estimate pushes and pops alone: a pair of each is skipped while fewer of its kind are active)
+# (tags whose start and end tag the estimate pushes and pops alone: a pair is skipped while fewer of its kind are active)
 SPACE = r"[\t\n\f\r ]"  # HTML5's white space (``\s`` has more)
 FORMATTING_ATTRIBUTES = re.compile(  # a formatting start tag with attributes, quoted values as HTML5 reads them
     rf"<((?i:{'|'.join(sorted(FORMATTING, key=len, reverse=True))}))[\t\n\f\r /]"
@@ -347,12 +347,12 @@ class _OpenElements(_Estimate):
     it, by its scopes. An unknown ``<T>`` in a Java signature stays open until its parent ends."""
 
     def read(self, tags: list[tuple[str, str]]) -> None:
-        """The page's tags in order ((closing "/" or "", lower-case name) as ``TAG`` finds them). A start tag
-        followed by its own end tag, neither with a rule of its own (``PAIRED``), is pushed and popped
-        again with nothing else changed unless the stack is full, formatting elements wait to be
-        reopened, SVG or MathML is open, or it is a fourth active formatting one (an <a> or a
-        <nobr> after an active one): it is skipped (<a>, <code>, <span>: most of a documentation
-        page's tags, and 60 % of the estimate's time)."""
+        """The page's tags in order ((closing "/" or "", lower-case name), as ``TAG`` finds them). A
+        start tag followed by its own end tag, of a kind without rules of its own (``PAIRED``), is
+        pushed and popped again with nothing else changed unless the stack is full, formatting
+        elements wait to be reopened, SVG or MathML is open, or it is a fourth active formatting
+        one (an <a> or a <nobr> after an active one): such a pair is skipped (<a>, <code>, <span>:
+        half of a documentation page's tags; the estimate takes a third less time)."""
         last, i = len(tags) - 1, 0
         while i <= last:
             closing, name = tags[i]
