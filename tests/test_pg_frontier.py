@@ -85,6 +85,25 @@ def test_urls_of_a_worker_whose_lease_expired_go_to_another_and_its_late_finish_
     assert not dead.finish(taken) and dead.lost == 1
 
 
+def test_renewing_leases_never_waits_for_a_host_row_another_unit_holds(postgres_dsn, crawl):
+    """Waiting could deadlock: another worker's unit holds one of the lessee's host rows (its page's
+    links raise the host's best priority) and waits for a row the renewal locked. A held row is
+    renewed the next time instead."""
+    a = worker(postgres_dsn, crawl, "a", lease_seconds=30)
+    a.add(urls_of("h0.test", 0.9) + urls_of("h1.test", 0.5), 1, None)
+    assert a.next_ready().host == "h0.test"
+    until = dict(a.db.execute("SELECT host, lease_until FROM hosts WHERE lease_owner = 'a'").fetchall())
+    other = connect(postgres_dsn, crawl)
+    a.db.execute("SET lock_timeout = '2s'")  # waiting would raise
+    with other.transaction():
+        other.execute("UPDATE hosts SET best = best WHERE host = 'h0.test'")
+        a._renew()
+    assert dict(a.db.execute("SELECT host, lease_until FROM hosts WHERE lease_owner = 'a'").fetchall()) == until
+    a._renew()
+    assert a.db.execute("SELECT lease_until > %s FROM hosts WHERE host = 'h0.test'", (until["h0.test"],)).fetchone() == (True,)
+    other.close()
+
+
 def urls_of(host: str, priority: float, count: int = 3) -> list[Discovered]:
     return [Discovered(f"http://{host}/{i}", host, priority, None) for i in range(count)]
 

@@ -273,7 +273,11 @@ class HostLeases(FrontierSteps):
         return sorted((Item(*row) for row in rows), key=lambda item: (-item.priority, item.url_id))
 
     def _renew(self) -> None:
-        self.db.execute(f"UPDATE hosts SET lease_until = {NOW} + %s WHERE lease_owner = %s AND host = ANY(%s)",
+        """Extend this worker's leases. A host row that another worker's unit holds (a page's
+        links raising its best priority) is renewed next time, a third of a lease later: waiting
+        for it could deadlock with that unit, which holds other rows of the lessee's and waits."""
+        self.db.execute(f"UPDATE hosts SET lease_until = {NOW} + %s WHERE host IN (SELECT host FROM hosts WHERE"
+                        f" lease_owner = %s AND host = ANY(%s) FOR UPDATE SKIP LOCKED)",
                         (self.lease_seconds, self.worker, list(self.leases)))
         self.db.execute(f"UPDATE workers SET seen_at = {NOW} WHERE worker = %s", (self.worker,))
         self._renewed = time.monotonic()
