@@ -117,24 +117,28 @@ class Analyzer:
         leaf = np.cumsum(codes == len(words) - 1)
         return LeafTerms(vocabulary, term_of_token[keep], leaf[keep])
 
+    @property
+    def terms_key(self) -> tuple[str, bool]:
+        """Where a page keeps its leaf terms for analyzers of these settings (``Page.terms``)."""
+        return self.language, self.stem
+
     def page_terms(self, page) -> LeafTerms:
         """``leaf_terms`` of a parsed page, kept on the page for every analyzer of the same
         settings (from the tokens its word counts were made of, if they were)."""
-        key = (self.language, self.stem)
-        if key not in page.terms:
-            page.terms[key] = self._leaf_terms(*page_tokens(page))
-        return page.terms[key]
+        if self.terms_key not in page.terms:
+            page.terms[self.terms_key] = self._leaf_terms(*page_tokens(page))
+        return page.terms[self.terms_key]
 
     def known_terms(self, page) -> LeafTerms | None:
         """The page's ``page_terms`` if it has been tokenised leaf by leaf already (for the
         apprentice's features or the critic's counts), else None."""
-        return self.page_terms(page) if (self.language, self.stem) in page.terms or TOKENS in page.terms else None
+        return self.page_terms(page) if self.terms_key in page.terms or TOKENS in page.terms else None
 
     def page_frequencies(self, page) -> dict[str, int]:
         """``term_frequencies`` of the page's text: from its leaf terms if they were needed
         already, else from its words, counted from its leaves if its text is theirs (so that the
         preview of a relevant page reads the same tokens again, not the text a second time)."""
-        analysed = page.terms.get((self.language, self.stem))
+        analysed = page.terms.get(self.terms_key)
         if analysed is not None:
             return analysed.frequencies()
         words = page.terms.get(WORDS)
