@@ -39,9 +39,13 @@ def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = Non
         if kind == "redirect":
             raise web.HTTPMovedPermanently(target)
         path = webmap.root / target
+        try:
+            body = path.read_bytes()  # a page of the web is small and in the page cache: read on the loop
+        except OSError:
+            raise web.HTTPNotFound() from None
         if bandwidth is None:
-            return web.FileResponse(path)
-        return await _throttled(request, path, bandwidth)
+            return web.Response(body=body, headers=_file_headers(path))
+        return await _throttled(request, body, _file_headers(path), bandwidth)
 
     app = web.Application()
     if access_log is not None:
@@ -58,10 +62,19 @@ def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = Non
     return app
 
 
-async def _throttled(request: web.Request, path: Path, bandwidth: float) -> web.StreamResponse:
-    body = path.read_bytes()
-    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    response = web.StreamResponse(headers={"Content-Type": content_type, "Content-Length": str(len(body))})
+def _file_headers(path: Path) -> dict[str, str]:
+    """The Content-Type of a file by its name; a compressed file is served as it is (gzip or
+    bytes), as aiohttp's FileResponse did. Not FileResponse itself: its file operations in
+    threads cost the server 1.0–1.4 ms of CPU per page against 0.3 ms read here, and the server
+    shares the benchmarks' cores with the crawl."""
+    content_type, encoding = mimetypes.guess_type(path.name)
+    if encoding:
+        content_type = "application/gzip" if encoding == "gzip" else None
+    return {"Content-Type": content_type or "application/octet-stream"}
+
+
+async def _throttled(request: web.Request, body: bytes, headers: dict[str, str], bandwidth: float) -> web.StreamResponse:
+    response = web.StreamResponse(headers={**headers, "Content-Length": str(len(body))})
     await response.prepare(request)
     for start in range(0, len(body), CHUNK):
         await response.write(body[start:start + CHUNK])
