@@ -158,8 +158,9 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
                                   **({"frontier": {"order": order}} if order else {}))
         dump_config(config, work / "bench.yml")
         out = work / "crawl"
+        started = _cpu_seconds(server.process.pid)  # loading the web's map is not serving it
         usage, wall, watch = _crawl(work / "bench.yml", out)
-        server_cpu = _cpu_seconds(server.process.pid)
+        server_cpu = _cpu_seconds(server.process.pid) - started
         with closing(read_only(out)) as db:
             urls, first, last, fetched = Queries(db).fetch_summary()
             stages = json.loads(Queries(db).meta()["stage_seconds"])
