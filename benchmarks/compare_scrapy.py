@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--testweb", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: cores + 1)")
+    parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: one per core)")
     parser.add_argument("--order", default=None, choices=get_args(Order), help="focuscrawl's frontier.order (default: band)")
     args = parser.parse_args()
     if importlib.util.find_spec("scrapy") is None:  # checked first: our half takes minutes

@@ -318,7 +318,7 @@ def bench_command(
     hosts: int = typer.Option(8, "--hosts", help="hosts of the synthetic site"),
     out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
     processes: Optional[int] = typer.Option(None, "--processes", min=1, help="processes sharing the per-page work"
-                                             " (fetch.processes; default: cores + 1)"),
+                                             " (fetch.processes; default: one per core)"),
     order: Optional[str] = typer.Option(None, "--order", help="frontier.order (default: the crawl default, band)"),
     near_duplicates: bool = typer.Option(False, "--near-duplicates", help="with store.near_duplicates"),
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),

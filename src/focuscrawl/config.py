@@ -68,7 +68,7 @@ class FetchSettings(_Section):
     concurrency: int = Field(64, ge=1, description="requests in flight over all hosts")
     processes: int | None = Field(None, ge=1, description="processes that share the per-page work: the crawl's own"
                                   " fetches and stores, the others parse and judge (1: all in the crawl's own process;"
-                                  " unset: the crawl's own and one judging process per core)")
+                                  " unset: one per core of the machine)")
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(20.0, gt=0, description="longest silence while reading a body")
     total_timeout: float = Field(60.0, gt=0)
@@ -102,11 +102,8 @@ class FetchSettings(_Section):
 
     @property
     def process_count(self) -> int:
-        """``processes``, or one judging process per core this process may run on beside the
-        crawl's own: fetching and storing keep the crawl's process about 60 % busy, so with a
-        core's worth of judging processes the cores stay idle (on 2 cores, 3 processes fetched
-        10–25 % more pages/s than 2, and 4 no more than 3)."""
-        return self.processes or len(os.sched_getaffinity(0)) + 1
+        """``processes``, or the cores this process may run on."""
+        return self.processes or len(os.sched_getaffinity(0))
 
 
 class HostMapSettings(_Section):
