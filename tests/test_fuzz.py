@@ -227,6 +227,20 @@ def test_a_hostile_page_is_judged_or_refused_and_keeps_the_invariants(payload, u
     _check_judged(body, url, charset, robots_header)
 
 
+@pytest.mark.skipif(parse.walk_in_c is None, reason="the C leaf walk is not built (no C compiler at install)")
+@fuzz(250)
+@given(documents)
+@example("a<!-- x -->b<!---->c<b>d</b><!-- -->\xa0e<a href=x><script>y</script></a><a href></a>")
+@example("<p>\u2003a\x1cb  c</p><!--x-->\u3000d<a href=/ rel=nofollow><img></a><template><a href=t>t</a></template>")
+def test_the_leaf_walk_in_c_reads_hostile_markup_as_the_python_walk_does(document):
+    try:
+        tree = parse.html_tree(document)
+    except DecodeError:  # refused before it is walked
+        return
+    if tree is not None:
+        assert parse.walk_in_c(tree.root.mem_id, parse.INVISIBLE_IDS, parse.LINK_IDS) == parse.walk_in_python(tree.root)
+
+
 @fuzz(150)
 @given(raw_bodies, page_urls)
 def test_any_bytes_are_judged_or_refused_and_keep_the_invariants(payload, url):
