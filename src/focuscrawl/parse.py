@@ -531,27 +531,42 @@ class _OpenElements(_Estimate):
         return name != "table" or max(cells, default=-1) <= where[-1]  # a table in a cell is nested
 
 
+HEAD_ELEMENTS = "title, base[href], meta[name], meta[http-equiv][content], link[rel][href]"
+REFRESH_ELEMENTS = "meta[http-equiv][content]"
+
+
 def _read_head(tree: LexborHTMLParser, page: Page, directives: set[str]) -> None:
-    title = tree.css_first("title")
+    """The first title and <base href>, the robots <meta>s, a refresh, the first canonical link:
+    one query, as one walk of the tree (a query each walked it five times, 0.7 ms a page)."""
+    title = base = canonical = None
+    refreshes = []
+    for node in tree.css(HEAD_ELEMENTS):
+        tag, attributes = node.tag, node.attributes
+        if tag == "title":
+            title = node if title is None else title
+        elif tag == "base":
+            base = node if base is None else base
+        elif tag == "meta":
+            if (attributes.get("name") or "").lower() in ("robots", "focuscrawl"):
+                directives.update(_robots_directives(attributes.get("content") or ""))
+            if "http-equiv" in attributes and "content" in attributes:
+                refreshes.append(node)
+        elif canonical is None and "canonical" in (attributes["rel"] or "").lower().split():
+            canonical = node
     if title is not None:
         page.title = " ".join(title.text().split())
-    base = tree.css_first("base[href]")
     if base is not None:
         page.base_href = (base.attributes["href"] or "").strip()
-    for meta in tree.css("meta[name]"):
-        if (meta.attributes["name"] or "").lower() in ("robots", "focuscrawl"):
-            directives.update(_robots_directives(meta.attributes.get("content") or ""))
-    page.refresh = meta_refresh(tree, _base_url(page))
-    for link in tree.css("link[rel][href]"):
-        if "canonical" in (link.attributes["rel"] or "").lower().split():
-            page.canonical = resolve_href(_base_url(page), link.attributes["href"] or "")
-            break
+    page.refresh = meta_refresh(refreshes, _base_url(page))
+    if canonical is not None:
+        page.canonical = resolve_href(_base_url(page), canonical.attributes["href"] or "")
 
 
-def meta_refresh(tree: LexborHTMLParser, base: str) -> str | None:
-    """The target of a ``<meta http-equiv=refresh>`` that leaves the page within
-    REFRESH_REDIRECT_SECONDS (content parsed as WHATWG's declarative refresh), else None."""
-    for meta in tree.css("meta[http-equiv][content]"):
+def meta_refresh(metas: list[LexborNode], base: str) -> str | None:
+    """The target of the first ``<meta http-equiv=refresh>`` of ``metas`` (the page's
+    ``REFRESH_ELEMENTS``) if it leaves the page within REFRESH_REDIRECT_SECONDS (content parsed as
+    WHATWG's declarative refresh), else None."""
+    for meta in metas:
         if (meta.attributes["http-equiv"] or "").strip().lower() != "refresh":
             continue
         content = meta.attributes["content"] or ""
