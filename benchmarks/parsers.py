@@ -4,7 +4,7 @@ often the two agree on a page's text and links.
 
     python benchmarks/parsers.py --testweb DIR --pages 2000
 
-Prints JSON. The lxml walk below is the one ``focuscrawl.parse`` used before lexbor (text before
+Prints JSON, with the leaf walk alone in Python and in C (``leaf_walk_ms``). The lxml walk below is the one ``focuscrawl.parse`` used before lexbor (text before
 a first child and after an element are leaves, so are childless elements; invisible subtrees are
 skipped; an anchor spans the leaves between its start and end events) and exists only for this
 comparison. The two trees differ where libxml2 and HTML5 build broken markup differently (a
@@ -24,7 +24,8 @@ from pathlib import Path
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser
 
-from focuscrawl.parse import INVISIBLE, LINK_TAGS, decode_html, parse_html, resolve_href
+from focuscrawl import parse
+from focuscrawl.parse import INVISIBLE, LINK_TAGS, decode_html, html_tree, parse_html, resolve_href
 
 LXML_PARSER = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
 
@@ -115,6 +116,11 @@ def main() -> None:
         same["links"] += [(u, a) for u, a, _, _ in links] == [(link.url, link.anchor_text) for link in ours.links]
         same["leaves"] += leaves == ours.leaves
     result["agreement"] = {key: round(count / len(pages), 4) for key, count in same.items()}
+    trees = [(tree,) for (text,) in texts if (tree := html_tree(text)) is not None]
+    result["leaf_walk_ms"] = {"python": per_page_ms(lambda tree: parse.walk_in_python(tree.root), trees)}
+    if parse.walk_in_c is not None:  # built at install (src/focuscrawl/_leafwalk.pyx)
+        result["leaf_walk_ms"]["c"] = per_page_ms(
+            lambda tree: parse.walk_in_c(tree.root.mem_id, parse.INVISIBLE_IDS, parse.LINK_IDS), trees)
     print(json.dumps(result, indent=2))
 
 
