@@ -273,6 +273,13 @@ def test_unusable_base_href_falls_back_to_the_page_url():
     assert link_urls(page) == ["http://example.com/dir/x.html"]
 
 
+def test_svg_base_and_link_with_a_namespaced_href_are_not_the_pages():
+    """CSS's [href] matches <svg>'s xlink:href too: reading its "href" raised KeyError out of the parser."""
+    page = parse("<body><svg><base xlink:href='http://elsewhere.test/'><link rel=canonical xlink:href='/c'></svg>"
+                 "<a href='x.html'>x</a>")
+    assert link_urls(page) == ["http://example.com/dir/x.html"] and page.canonical is None
+
+
 @pytest.mark.parametrize("content, target", [
     ("0;URL=../other/page.html", "http://example.com/other/page.html"),  # rustdoc's stubs
     ("0; url='moved.html'", "http://example.com/dir/moved.html"),

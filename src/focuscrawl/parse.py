@@ -10,6 +10,8 @@ The tree is lexbor's (selectolax), built by HTML5's rules as a browser builds it
 parses and walks a page in about 60 % of lxml's time, with the same text and links on the test
 web's pages (``benchmarks/parsers.py``). The walk itself runs in C too (``_leafwalk.pyx``, built at
 install when a C compiler is there), 2.5 times faster than ``walk_in_python``, its reference.
+CSS's ``[href]`` matches a namespaced ``xlink:href`` too (``<svg><base xlink:href=…>``), whose
+attribute is not ``href``: attributes are read with ``get``.
 """
 
 from __future__ import annotations
@@ -551,15 +553,15 @@ def _read_head(tree: LexborHTMLParser, page: Page, directives: set[str]) -> None
                 directives.update(_robots_directives(attributes.get("content") or ""))
             if "http-equiv" in attributes and "content" in attributes:
                 refreshes.append(node)
-        elif canonical is None and "canonical" in (attributes["rel"] or "").lower().split():
+        elif canonical is None and "canonical" in (attributes.get("rel") or "").lower().split():
             canonical = node
     if title is not None:
         page.title = " ".join(title.text().split())
     if base is not None:
-        page.base_href = (base.attributes["href"] or "").strip()
+        page.base_href = (base.attributes.get("href") or "").strip()  # (an SVG <base xlink:href> has none)
     page.refresh = meta_refresh(refreshes, _base_url(page))
     if canonical is not None:
-        page.canonical = resolve_href(_base_url(page), canonical.attributes["href"] or "")
+        page.canonical = resolve_href(_base_url(page), canonical.attributes.get("href") or "")
 
 
 def meta_refresh(metas: list[LexborNode], base: str) -> str | None:
@@ -567,9 +569,9 @@ def meta_refresh(metas: list[LexborNode], base: str) -> str | None:
     ``REFRESH_ELEMENTS``) if it leaves the page within REFRESH_REDIRECT_SECONDS (content parsed as
     WHATWG's declarative refresh), else None."""
     for meta in metas:
-        if (meta.attributes["http-equiv"] or "").strip().lower() != "refresh":
+        if (meta.attributes.get("http-equiv") or "").strip().lower() != "refresh":
             continue
-        content = meta.attributes["content"] or ""
+        content = meta.attributes.get("content") or ""
         if not content.lstrip()[:1].isdigit() and not content.lstrip().startswith("."):
             return None  # WHATWG: a refresh starts with its delay
         delay, target = REFRESH_CONTENT.match(content).groups()
