@@ -4,8 +4,9 @@ often the two agree on a page's text and links.
 
     python benchmarks/parsers.py --testweb DIR --pages 2000
 
-Prints JSON, with the leaf walk alone in Python and in C (``leaf_walk_ms``). The lxml walk below is the one ``focuscrawl.parse`` used before lexbor (text before
-a first child and after an element are leaves, so are childless elements; invisible subtrees are
+Prints JSON, with the leaf walk alone in Python and in C (``leaf_walk_ms``). The lxml walk below
+is the one ``focuscrawl.parse`` used before lexbor (text before a first child and after an
+element are leaves, so are childless elements; invisible subtrees are
 skipped; an anchor spans the leaves between its start and end events) and exists only for this
 comparison. The two trees differ where libxml2 and HTML5 build broken markup differently (a
 stray ``</p>`` is an empty paragraph, hence an empty leaf, in HTML5): agreement is measured on
@@ -118,9 +119,8 @@ def main() -> None:
     result["agreement"] = {key: round(count / len(pages), 4) for key, count in same.items()}
     trees = [(tree,) for (text,) in texts if (tree := html_tree(text)) is not None]
     result["leaf_walk_ms"] = {"python": per_page_ms(lambda tree: parse.walk_in_python(tree.root), trees)}
-    if parse.walk_in_c is not None:  # built at install (src/focuscrawl/_leafwalk.pyx)
-        result["leaf_walk_ms"]["c"] = per_page_ms(
-            lambda tree: parse.walk_in_c(tree.root.mem_id, parse.INVISIBLE_IDS, parse.LINK_IDS), trees)
+    if parse.walk_leaves is parse.walk_in_c:  # built at install (src/focuscrawl/_leafwalk.pyx)
+        result["leaf_walk_ms"]["c"] = per_page_ms(lambda tree: parse.walk_in_c(tree.root), trees)
     print(json.dumps(result, indent=2))
 
 

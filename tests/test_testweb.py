@@ -213,7 +213,7 @@ def test_the_parser_reads_the_text_and_links_lxml_reads_on_real_pages(small_web)
     assert same_text >= 0.995 * len(sample) and same_links >= 0.995 * len(sample), (same_text, same_links, len(sample))
 
 
-@pytest.mark.skipif(parse.walk_in_c is None, reason="the C leaf walk is not built (no C compiler at install)")
+@pytest.mark.skipif(parse.walk_leaves is parse.walk_in_python, reason="the C leaf walk is not built (no compiler)")
 def test_the_leaf_walk_in_c_reads_real_pages_as_the_python_walk_does(small_web):
     """The same leaves, anchors and anchor spans, on 2 000 real pages of the small web."""
     rows = sqlite3.connect(small_web / "testweb.db").execute("SELECT path FROM pages WHERE refresh IS NULL").fetchall()
@@ -221,7 +221,7 @@ def test_the_leaf_walk_in_c_reads_real_pages_as_the_python_walk_does(small_web):
     for (path,) in random.Random(0).sample(rows, min(2000, len(rows))):
         tree = html_tree(decode_html((small_web / "root" / path).read_bytes())[0])
         if tree is not None:
-            in_c = parse.walk_in_c(tree.root.mem_id, parse.INVISIBLE_IDS, parse.LINK_IDS)
+            in_c = parse.walk_in_c(tree.root)
             assert in_c == parse.walk_in_python(tree.root), path
             walked += bool(in_c[1])
     assert walked > 1000

@@ -125,24 +125,21 @@ cdef class _Walk:
         self.leaves, self.anchors, self.open_anchors = [], [], []
         self.after_comment, self.last_text, self.last_merged = False, NULL, None
 
-    cdef str text(self, node_t *node, bint *blank):
-        """The text node's content (None if it has none); ``blank``: only HTML's white space."""
+    cdef str text(self, node_t *node):
+        """The text node's content; None if it has only HTML's white space."""
         cdef size_t length = 0
         cdef unsigned char *data = text_content(node, &length)
         if data == NULL:
-            blank[0] = True
             return None
         try:
-            blank[0] = _ascii_blank(data, length)
-            return None if blank[0] else PyUnicode_DecodeUTF8(<char *> data, length, "replace")
+            return None if _ascii_blank(data, length) else PyUnicode_DecodeUTF8(<char *> data, length, "replace")
         finally:
             free_text(self.document, data)
 
     cdef bint visible_text(self, node_t *node) except -1:
         """A text node with words (Python's ``strip``: U+00A0 is white space)."""
-        cdef bint blank
-        content = self.text(node, &blank)
-        return not blank and bool(content.strip())
+        content = self.text(node)
+        return content is not None and bool(content.strip())
 
     cdef bint continues_text(self, node_t *node) except -1:
         cdef node_t *previous = previous_sibling(node)
@@ -177,7 +174,6 @@ cdef class _Walk:
         """A text node's words are a leaf; text, comments, text: one leaf, as a browser shows it."""
         cdef size_t length = 0
         cdef unsigned char *data = text_content(node, &length)
-        cdef bint blank
         if data == NULL:
             return False
         try:
@@ -185,7 +181,7 @@ cdef class _Walk:
                 return False
             merged = None
             if self.after_comment and self.continues_text(node):
-                merged = (self.text(self.last_text, &blank) if self.last_merged is None else self.last_merged) \
+                merged = (self.text(self.last_text) if self.last_merged is None else self.last_merged) \
                     + PyUnicode_DecodeUTF8(<char *> data, length, "replace")
                 self.leaves.pop()
                 words = " ".join(merged.split())

@@ -29,9 +29,9 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from focuscrawl.fetch.urls import canonical_url
 
 try:
-    from focuscrawl._leafwalk import walk as walk_in_c
+    from focuscrawl import _leafwalk
 except ImportError:  # not built (no C compiler at install): the same walk in Python, a few times slower
-    walk_in_c = None
+    _leafwalk = None
 
 INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "math")
 LINK_TAGS = ("a", "area")
@@ -114,8 +114,8 @@ def _tag_ids(names: tuple[str, ...]) -> frozenset[int]:
     return frozenset(node.tag_id for node in probe.root.traverse() if node.tag in names)
 
 
-INVISIBLE_IDS = tuple(_tag_ids(INVISIBLE))
-LINK_IDS = tuple(_tag_ids(LINK_TAGS))
+INVISIBLE_IDS = _tag_ids(INVISIBLE)
+LINK_IDS = _tag_ids(LINK_TAGS)
 
 
 class DecodeError(ValueError):
@@ -622,17 +622,22 @@ def _join(base: str, href: str) -> str | None:
 
 
 def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
-    """The page's leaves and links, by the C walk when it is built (``_leafwalk``), else in Python."""
-    if walk_in_c is None:
-        leaves, anchors = walk_in_python(root)
-    else:
-        leaves, anchors = walk_in_c(root.mem_id, INVISIBLE_IDS, LINK_IDS)
+    """The page's leaves and the links of its anchors."""
+    leaves, anchors = walk_leaves(root)
     page.leaves = leaves
     for href, rel, start, end in anchors:
         target = resolve_href(base, href)
         if target is not None:
             anchor = leaves[start] if start == end else " ".join(leaf for leaf in leaves[start:end + 1] if leaf)
             page.links.append(Link(target, anchor, start, end, "nofollow" in rel.lower().split()))
+
+
+def walk_in_c(root: LexborNode) -> tuple[list[str], list[tuple[str, str, int, int]]]:
+    """``walk_in_python``'s leaves and anchors, walked in C (``_leafwalk``, when it is built)."""
+    return _leafwalk.walk(root.mem_id, _INVISIBLE_TUPLE, _LINK_TUPLE)
+
+
+_INVISIBLE_TUPLE, _LINK_TUPLE = tuple(INVISIBLE_IDS), tuple(LINK_IDS)  # (the C walk copies them into arrays)
 
 
 def walk_in_python(root: LexborNode) -> tuple[list[str], list[tuple[str, str, int, int]]]:
@@ -688,6 +693,9 @@ def _close_anchor(leaves: list[str], anchors: list, href: str, rel: str, start: 
     if len(leaves) == start:  # only invisible content (a script): the anchor is an empty leaf
         leaves.append("")
     anchors.append((href, rel, start, len(leaves) - 1))
+
+
+walk_leaves = walk_in_python if _leafwalk is None else walk_in_c  # the walk ``parse_html`` uses
 
 
 def _after(node: LexborNode) -> int:
