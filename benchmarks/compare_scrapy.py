@@ -2,7 +2,11 @@
 same concurrency, same page count; prints both results and the ratio of pages per second.
 
     pip install -e '.[bench]'
-    python benchmarks/compare_scrapy.py --testweb DIR --pages 5000
+    python benchmarks/compare_scrapy.py --testweb DIR --pages 5000 [--runs 3]
+
+With ``--runs N`` the two crawl in turn N times (ours, Scrapy, ours, Scrapy, …) and the ratio
+is the median of the pairs' ratios: a shared machine's speed drifts by a third within an hour,
+so one run of each measures the drift as much as the crawlers.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,22 +32,37 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--processes", type=int, default=None, help="focuscrawl's fetch.processes (default: one per core)")
     parser.add_argument("--order", default=None, choices=get_args(Order), help="focuscrawl's frontier.order (default: band)")
+    parser.add_argument("--runs", type=int, default=1, help="pairs of runs, in turn; the ratio is the pairs' median")
     args = parser.parse_args()
     if importlib.util.find_spec("scrapy") is None:  # checked first: our half takes minutes
         sys.exit("error: Scrapy is not installed here; pip install -e '.[bench]'")
-    ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
-    server = ServedTestWeb(args.testweb)
+    if args.runs < 1:
+        sys.exit(f"error: --runs must be at least 1, not {args.runs}")
+    pairs = []
+    for _ in range(args.runs):
+        ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
+        pairs.append(({k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "cores_used",
+                                            "pages_per_second_per_core", "peak_rss_mb", "processes", "order", "breakdown")},
+                      scrapy_crawl(args.testweb, args.pages, args.concurrency)))
+    ratios = [round(ours["pages_per_second"] / scrapy["pages_per_second"], 2) for ours, scrapy in pairs]
+    ours, scrapy = pairs[-1]
+    print(json.dumps({"focuscrawl": ours, "scrapy": scrapy, "ratio": statistics.median(ratios),
+                      **({"runs": [{"focuscrawl_pages_per_second": ours["pages_per_second"],
+                                    "scrapy_pages_per_second": scrapy["pages_per_second"], "ratio": ratio}
+                                   for (ours, scrapy), ratio in zip(pairs, ratios)]} if args.runs > 1 else {})},
+                     indent=2))
+
+
+def scrapy_crawl(testweb: Path, pages: int, concurrency: int) -> dict:
+    """One run of scrapy_bfs.py against the test web, served for it alone."""
+    server = ServedTestWeb(testweb)
     try:
-        run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(args.testweb),
-                              "--port", str(server.info["port"]), "--hostmap", server.info["hostmap"], "--pages", str(args.pages),
-                              "--concurrency", str(args.concurrency)], capture_output=True, text=True, check=True)
+        run = subprocess.run([sys.executable, str(Path(__file__).with_name("scrapy_bfs.py")), "--testweb", str(testweb),
+                              "--port", str(server.info["port"]), "--hostmap", server.info["hostmap"], "--pages", str(pages),
+                              "--concurrency", str(concurrency)], capture_output=True, text=True, check=True)
     finally:
         server.close()
-    scrapy = json.loads(run.stdout.strip().splitlines()[-1])
-    print(json.dumps({"focuscrawl": {k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "cores_used",
-                                                     "pages_per_second_per_core", "peak_rss_mb", "processes", "order", "breakdown")},
-                      "scrapy": scrapy,
-                      "ratio": round(ours["pages_per_second"] / scrapy["pages_per_second"], 2)}, indent=2))
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
