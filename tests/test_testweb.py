@@ -28,7 +28,7 @@ from focuscrawl.evaluate.harness import ServedTestWeb, run_eval
 from focuscrawl.evaluate.report import write_report
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher
-from focuscrawl import parse
+from focuscrawl import parse, text
 from focuscrawl.parse import INVISIBLE, LINK_TAGS, decode_html, html_tree, parse_html, resolve_href
 from focuscrawl.store import crawl_status
 from focuscrawl.taxonomy import TaxonomyModel
@@ -225,6 +225,19 @@ def test_the_leaf_walk_in_c_reads_real_pages_as_the_python_walk_does(small_web):
             assert in_c == parse.walk_in_python(tree.root), path
             walked += bool(in_c[1])
     assert walked > 1000
+
+
+@pytest.mark.skipif(text._tokens is None, reason="the C tokenizer is not built (no compiler)")
+def test_the_tokenizer_in_c_reads_real_pages_as_the_expression_does(small_web):
+    """The same words and leaf breaks, on the leaves of 1 000 real pages of the small web."""
+    rows = sqlite3.connect(small_web / "testweb.db").execute("SELECT url, path FROM pages WHERE refresh IS NULL").fetchall()
+    words = 0
+    for url, path in random.Random(1).sample(rows, min(1000, len(rows))):
+        joined = text.LEAF_BREAK.join(parse_html((small_web / "root" / path).read_bytes(), url).leaves).lower()
+        found = text._tokens.findall(joined)
+        assert found == text.LEAF_TOKEN.findall(joined), path
+        words += len(found)
+    assert words > 100_000
 
 
 def test_real_sites_templates_make_their_pages_look_alike_and_leaving_them_out_does_not(small_web):

@@ -3,7 +3,10 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from focuscrawl import text
 from focuscrawl.text import Analyzer, foreign_stopword_set, stopword_score, stopword_set, tokens, word_counts
 
 ENGLISH = (
@@ -34,6 +37,19 @@ def test_tokens_start_with_a_letter_but_may_contain_digits():
 
 def test_tokens_keep_apostrophes_and_non_ascii_letters():
     assert tokens("Don't touch the naïve Straße") == ["don't", "touch", "the", "naïve", "straße"]
+
+
+EVERY_CHARACTER = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000)
+near_words = st.text(st.one_of(st.characters(codec="utf-8"), st.sampled_from("aZ9_'\x00 ²٣ǅ\u0345")), max_size=400)
+
+
+@pytest.mark.skipif(text._tokens is None, reason="the C tokenizer is not built (no compiler)")
+@settings(max_examples=300, deadline=None)
+@given(near_words)
+@example(EVERY_CHARACTER)  # each code point once: which ones start, continue or end a word
+@example("rock'n'roll don't5 o'3 'quote' x_y 3d ² ٣x ǅa \x00\x00a\x00 dogs' a''b")
+def test_the_tokenizer_in_c_finds_what_the_expression_finds(document):
+    assert text._tokens.findall(document) == text.LEAF_TOKEN.findall(document)
 
 
 def test_terms_remove_english_stop_words_and_stem():
