@@ -46,7 +46,7 @@ def main() -> None:
                       scrapy_crawl(args.testweb, args.pages, args.concurrency)))
     ratios = [round(ours["pages_per_second"] / scrapy["pages_per_second"], 2) for ours, scrapy in pairs]
     ours, scrapy = pairs[-1]
-    print(json.dumps({"focuscrawl": ours, "scrapy": scrapy, "ratio": statistics.median(ratios),
+    print(json.dumps({"focuscrawl": ours, "scrapy": scrapy, "ratio": round(statistics.median(ratios), 2),
                       **({"runs": [{"focuscrawl_pages_per_second": ours["pages_per_second"],
                                     "scrapy_pages_per_second": scrapy["pages_per_second"], "ratio": ratio}
                                    for (ours, scrapy), ratio in zip(pairs, ratios)]} if args.runs > 1 else {})},
