@@ -121,6 +121,21 @@ def test_no_url_below_the_band_goes_while_a_better_one_waits_for_its_host(postgr
     assert (item and item.host) == goes  # band: the 0.9 URLs wait for h0; host-parallel: h1's go meanwhile
 
 
+def test_a_shared_crawls_host_keeps_its_lease_until_the_pages_of_its_batch_are_stored(postgres_dsn, crawl):
+    """A fetch that is over does not free its host (hang_up): a lease given back with a page in
+    flight would not return that URL to the queue, should the worker be killed before storing it."""
+    a = worker(postgres_dsn, crawl, "a", batch=2)
+    a.add(urls_of("h0.test", 0.5), 1, None)
+    taken = [a.next_ready(), a.next_ready()]
+    for item in taken:
+        a.hang_up(item)
+    assert a.next_ready() is None and a.hosts["h0.test"].active == 2
+    a.release(taken[0])
+    assert list(a.leases) == ["h0.test"]  # the second page is still in flight
+    a.release(taken[1])
+    assert not a.leases and a.in_flight == 0
+
+
 @pytest.mark.parametrize("leases", [1, 16])
 def test_a_lease_the_order_holds_back_is_given_back_for_a_better_host(postgres_dsn, crawl, leases):
     a = worker(postgres_dsn, crawl, "a", leases=leases)

@@ -503,6 +503,30 @@ def test_fetch_counts_tell_responses_errors_and_refusals_apart(store):
     assert store.queries.fetch_counts() == (2, 2, 1, 4)
 
 
+def test_a_hosts_connection_is_free_once_its_fetch_is_over_though_the_page_is_still_in_flight(store):
+    """hang_up: with one connection per host, the host's next URL goes while the first page is
+    judged and stored; both stay in flight (the budget counts them, a resume fetches them again)
+    until they are released, and a release frees a connection not hung up."""
+    hosts = Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs",
+                                   "politeness": {"per_host_connections": 1, "min_interval": 0.0}}))
+    discover(store, ["http://a.test/1", "http://a.test/2", "http://a.test/3"])
+    frontier = SqliteFrontier(store.db, hosts)
+    frontier.load()
+    with store.transaction():
+        first = frontier.next_ready()
+        assert frontier.next_ready() is None  # its one connection is taken
+        frontier.hang_up(first)
+        frontier.hang_up(first)  # twice is once
+        second = frontier.next_ready()
+        assert second is not None and frontier.next_ready() is None
+    assert (frontier.in_flight, frontier.claimed(), hosts["a.test"].active) == (2, 2, 1)
+    assert dict(store.db.execute("SELECT url, state FROM urls"))[first.url] == IN_FLIGHT
+    frontier.release(first)
+    assert hosts["a.test"].active == 1 and frontier.next_ready() is None  # the second still holds the connection
+    frontier.release(second)
+    assert (frontier.in_flight, hosts["a.test"].active) == (0, 0) and frontier.next_ready() is not None
+
+
 def test_crawl_status_reports_pages_frontier_harvest_and_topics(store):
     seed = page(store, "http://a.test/", judgement=Judgement(0.9, "golf"))
     page(store, "http://a.test/copy", text="a page at http://a.test/", parent=seed)

@@ -374,7 +374,11 @@ class Crawler:
             started_at = time.time()
             try:
                 clock = time.perf_counter()
-                response = await self.fetcher.fetch(item.url)
+                try:
+                    response = await self.fetcher.fetch(item.url)
+                finally:  # the host's connection goes to its next URL while this page is judged and stored
+                    self.frontier.hang_up(item)
+                    self._changed.set()
                 self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
                 await self.pages.handle(item, response)
             except Exception as error:

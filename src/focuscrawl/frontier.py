@@ -91,6 +91,7 @@ class Item:
     priority: float
     tunnel: int = 0
     queue: str = ""
+    connected: bool = True  # holds one of its host's connections (until ``hang_up`` or ``release``)
 
 
 class Frontier(Protocol):
@@ -113,7 +114,8 @@ class Frontier(Protocol):
     def exhausted(self) -> bool: ...  # nothing queued, and nothing in flight that may queue more
     def claimed(self) -> int: ...  # URLs fetched or being fetched over the whole crawl (the page budget's count)
     def finish(self, item: Item, refused: str | None = None) -> None: ...
-    def release(self, item: Item) -> None: ...
+    def hang_up(self, item: Item) -> None: ...  # its fetch is over: the host's connection is free
+    def release(self, item: Item) -> None: ...  # its page is stored or abandoned: no longer in flight
     def drop_host(self, name: str) -> int: ...
     # learning: exploration, BINGO!'s bounded queues and hub promotion, re-scoring
     def learn_cluster(self, item: Item, relevance: float) -> None: ...

@@ -505,6 +505,11 @@ class PgFrontier(HostLeases):
         self.lost += not mine
         return bool(mine)
 
+    def hang_up(self, item: Item) -> None:
+        """Nothing yet: a shared crawl's host keeps the connection (and the lease) until the page
+        is stored, as a lease given back with a page in flight would not bring its URL back to
+        the queue, should the worker be killed before it stores it."""
+
     def release(self, item: Item) -> None:
         """Free the host's connection slot; a lease whose batch is fetched is given back."""
         self.hosts[item.host].active -= 1
