@@ -175,8 +175,9 @@ def test_a_crawls_retraining_takes_in_what_reviewers_said(synthetic, tmp_path):
     _, config = synthetic
     settings = {"retrain": True, "link_analysis": True, "every_positives": 10, "window": 20, "harvest_below": None,
                 "authorities": 5, "confident": 5, "require_mean": False}
-    directory = tmp_path / "reviewed"
-    asyncio.run(Crawler.create(config(budget={"max_pages": 60}, adaptation=settings), directory).run())
+    directory = tmp_path / "reviewed"  # one fetch at a time: the same pages, archetypes and critic every run
+    asyncio.run(Crawler.create(config(budget={"max_pages": 60}, adaptation=settings,
+                                      fetch={"loopback_only": True, "concurrency": 1}), directory).run())
     with sqlite3.connect(directory / "crawl.db") as db:
         archetypes = json.loads(db.execute("SELECT value FROM meta WHERE key = 'archetypes'").fetchone()[0])
         ids = dict(db.execute(f"SELECT url, id FROM urls WHERE url IN ({','.join('?' * len(archetypes))})", archetypes))
