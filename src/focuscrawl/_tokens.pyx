@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """``text.LEAF_TOKEN.findall`` in C: the words of a page's leaves and the NULs between them,
 the same list as the regular expression gives (``text.py`` keeps it as the reference the tests
-hold this one to and as the tokenizer where this is not built), in a quarter of its time.
+hold this one to and as the tokenizer where this is not built), in a fifth of its time (0.073 against 0.348 ms a
+test-web page).
 
 A word is what ``[^\\W\\d_][^\\W_]*+(?:'[^\\W\\d_]++)?`` matches: a letter, then letters and
 digits, then maybe an apostrophe and letters. "Letter" and "digit" are Python's own ``re``

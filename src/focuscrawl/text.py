@@ -41,6 +41,7 @@ def tokens(text: str) -> list[str]:
     """Lower-case words of at least two characters, starting with a letter."""
     return [t for t in find_leaf_tokens(text.lower()) if len(t) > 1]  # (a NUL is one character)
 
+
 STEM_CACHE_SIZE = 200_000  # distinct words remembered per analyzer (a few tens of MB at most)
 
 
