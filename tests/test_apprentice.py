@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_ids, wanted_features
+from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
@@ -352,10 +353,11 @@ def test_re_scoring_puts_the_links_the_apprentice_likes_first(idiom_crawl):
 
 def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(idiom_crawl):
     crawler = Crawler.open(idiom_crawl("apprentice", 40, batch=10_000, blend=False, rescore_growth=0.25))
-    due = []
+    due, rescored_at = [], None
     for learnt in (0, 100, 110, 124, 125, 150, 157):
         crawler.apprentice.model.instances_ = np.array([learnt / 2, learnt / 2])
-        due.append(crawler.apprentice.rescore_due(crawler.apprentice.model))
+        due.append(crawler.apprentice.rescore_due(crawler.apprentice.model, rescored_at))
+        rescored_at = learnt if due[-1] else rescored_at
     assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
     crawler.store.close()
 
@@ -384,11 +386,9 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     for target, blob in rows:
         expected[target] = max(expected.get(target, 0.0), score_of[blob])
     for chunk in (1, 3, 50_000):
-        db.execute("UPDATE urls SET priority = -1 WHERE state = 0")
-        db.commit()
-        assert crawler.apprentice.rescore_frontier(crawler.apprentice.model, chunk=chunk) == len(expected)
-        crawler.store.db.commit()
-        assert dict(db.execute("SELECT id, priority FROM urls WHERE state = 0")) == pytest.approx(expected)
+        priorities, targets = crawler.store.run_unit(
+            lambda: ApprenticeLoop._rescored(crawler.store, crawler.apprentice.model, chunk))
+        assert dict(zip(targets.tolist(), priorities.tolist())) == pytest.approx(expected)
     crawler.store.close()
 
 

@@ -358,6 +358,29 @@ def test_urls_of_answers_for_more_ids_than_one_sqlite_query_takes(store):
     assert store.urls_of(ids + [ids[0]]) == dict(zip(ids, urls))
 
 
+def test_instances_read_beside_the_crawl_are_those_committed_and_each_is_learnt_once(store):
+    source = page(store, "http://a.test/", 0.6)
+    first, second = discover(store, ["http://a.test/1", "http://a.test/2"], source)
+    with store.grouped(pages=1000, seconds=3600):  # as a crawl runs: units wait for their group's commit
+        with store.transaction():
+            store.record_link_features([(source, first, b"f1f1", 0.6), (source, second, b"f2f2", 0.6)])
+        page(store, "http://a.test/1", 0.9, parent=source)
+        reader = store.instance_reader()  # the group so far is committed for it
+        page(store, "http://a.test/2", 0.1, parent=source)  # stored while the batch is learnt: not in its snapshot
+        with reader.snapshot():
+            batch = reader.new_instances()
+        assert batch.rows == [(b"f1f1", 0.9, 1, 0.6, first)]
+        with store.transaction():
+            store.mark_learnt(batch)
+        assert store.db.in_transaction  # nothing forced a commit: the next reader's commit does
+        with store.instance_reader().snapshot() as reader:
+            following = reader.new_instances()
+    assert following.rows == [(b"f2f2", 0.1, 1, 0.6, second)]
+    with store.transaction():
+        store.mark_learnt(following)
+        assert store.new_instances().rows == []
+
+
 def test_take_new_instances_hands_out_the_links_of_newly_judged_targets_once(store):
     source = page(store, "http://a.test/", 0.6)
     target, later = discover(store, ["http://a.test/t", "http://a.test/l"], source)

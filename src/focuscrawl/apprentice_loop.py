@@ -18,16 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from focuscrawl.apprentice import HIGH, Apprentice, median_score, pack, page_link_features, rehashing
-from focuscrawl.beside import write_priorities
+from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
 from focuscrawl.frontier import Discovered, Frontier, Seen
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
-from focuscrawl.store import DONE, Repository
+from focuscrawl.store import DONE, InstanceReader, NewInstances, Repository
 from focuscrawl.text import Analyzer
 
 log = logging.getLogger(__name__)
+RESCORE_CHUNK = 50000  # links read and scored at a time when the frontier is re-scored
 
 
 @contextmanager
@@ -53,14 +54,26 @@ class ScoredLinks:
     features: list[np.ndarray]
 
 
+@dataclass
+class Lesson:
+    """What a batch of learning made beside the crawl, kept on the crawl loop."""
+
+    model: Apprentice
+    saved: bytes  # the model as saved
+    instances: NewInstances  # what it learnt, marked learnt when it is saved
+    rescored: tuple[np.ndarray, np.ndarray] | None  # (priorities, url ids) of the queued URLs, when due
+
+
 class ApprenticeLoop:
-    def __init__(self, config: CrawlConfig, store: Repository, frontier: Frontier, stage_seconds: Counter):
+    def __init__(self, config: CrawlConfig, store: Repository, frontier: Frontier, steps: StepsBeside,
+                 stage_seconds: Counter):
         self.settings = config.apprentice
-        self.store, self.frontier, self.stage_seconds = store, frontier, stage_seconds
+        self.store, self.frontier, self.steps, self.stage_seconds = store, frontier, steps, stage_seconds
         self.model = self._load_model()
         self.version, self._look_at = store.get_meta("apprentice_version"), 0.0  # the model published last
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
+        self._studying = False  # a batch is being learnt beside the crawl
         store.track_instances()
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
@@ -173,74 +186,100 @@ class ApprenticeLoop:
                                   settings.url_words, topic, judged)
 
     def train(self) -> None:
-        """Learn the links whose targets were judged since the last batch, in one unit (run again
-        whole after a deadlock with another worker's page: a copy learns), then, when due,
-        re-score every queued URL (the best of its incoming links) and re-offer the hosts."""
+        """Learn the links whose targets were judged since the last batch, then, when due, re-score
+        every queued URL (the best of its incoming links): read and computed in a thread beside
+        the crawl, on a snapshot of it (:meth:`Repository.instance_reader`), while the crawl goes
+        on scoring with the model it has; kept on the crawl loop (:meth:`_keep`). One batch at a
+        time: pages stored meanwhile wait for the next. A shared crawl's elected worker learns
+        on its own connection, between its pages."""
+        if self._studying:
+            return
         clock = time.perf_counter()
+        rescored_at = self.store.get_meta("apprentice_rescored_at")
+        reader = self.store.instance_reader()
+        if reader is None:  # a unit may run again after a deadlock: each run learns on a copy
+            lesson = self.store.run_unit(lambda: self._study(self.store, copy.deepcopy(self.model), rescored_at))
+            self.stage_seconds["apprentice"] += time.perf_counter() - clock
+            self._keep(lesson)
+            return
+        self._studying = True
+        model = copy.deepcopy(self.model)  # taken here: the crawl's own goes on scoring (and caching its weights)
+        self.stage_seconds["apprentice"] += time.perf_counter() - clock
+        self.steps.run(lambda: self._study_apart(reader, model, rescored_at), self._keep)
+
+    def _study_apart(self, reader: InstanceReader, model: Apprentice, rescored_at: str | None) -> Lesson | None:
+        """:meth:`_study` in the thread; a failure is logged and leaves the instances to the next batch."""
+        try:
+            with reader.snapshot():
+                return self._study(reader, model, rescored_at)
+        except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
+            log.exception("apprentice: learning failed; continuing with the saved model")
+            return None
+
+    def _study(self, source, model: Apprentice, rescored_at: str | None) -> Lesson:
+        """The new instances learnt by ``model`` (a copy), and the queued URLs' new priorities when due."""
         with gc_paused():
-            model, instances, due, self.version = self.store.run_unit(self._learn)
-            self.model = model
-            rescored = self.rescore_frontier(model) if due else 0
-            if rescored:
-                self.store.run_unit(self.frontier.reapply_clusters)
+            instances = source.new_instances()
+            if instances.rows:
+                blobs, relevance, copies, parents, targets = zip(*instances.rows)
+                if self.instance_label is not None:
+                    urls = source.urls_of(list(targets))
+                    relevance = [self.instance_label(urls[target]) for target in targets]
+                model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(source.queries),
+                                  np.array(copies))
+            due = self.rescore_due(model, rescored_at)
+            return Lesson(model, model.dumps(), instances, self._rescored(source, model) if due else None)
+
+    def _keep(self, lesson: Lesson | None) -> None:
+        """On the crawl loop: the model saved and published with its instances marked learnt, in one
+        unit, then the queued URLs' new priorities written (a few thousand per unit) and the hosts
+        re-offered."""
+        self._studying = False
+        if lesson is None:
+            return
+        clock, model = time.perf_counter(), lesson.model
+
+        def save() -> str:
+            version = str(int(self.version or 0) + 1)
+            self.store.mark_learnt(lesson.instances)
+            self.store.save_model("apprentice", lesson.saved)
+            self.store.set_meta(apprentice_version=version)
+            if model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
+                self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
+            if lesson.rescored is not None:
+                self.store.set_meta(apprentice_rescored_at=float(model.instances_.sum()))
+            return version
+
+        self.version, self.model = self.store.run_unit(save), model
+        rescored = len(lesson.rescored[1]) if lesson.rescored is not None else 0
         if rescored:
+            write_priorities(self.store, *lesson.rescored)
+            self.store.run_unit(self.frontier.reapply_clusters)
             self.frontier.resync()
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         blend = model.blend
-        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s", instances,
-                 *model.instances_, rescored,
+        log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s",
+                 len(lesson.instances.rows), *model.instances_, rescored,
                  "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
-    def _learn(self) -> tuple[Apprentice, int, bool, str]:
-        """The unit of :meth:`train`: the new model, the instances it learnt, whether the frontier
-        is due a re-scoring, the version it is published as."""
-        model = copy.deepcopy(self.model)
-        instances = self.store.take_new_instances()
-        if instances:
-            blobs, relevance, copies, parents, targets = zip(*instances)
-            if self.instance_label is not None:
-                urls = self.store.urls_of(list(targets))
-                relevance = [self.instance_label(urls[target]) for target in targets]
-            model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(self.store.queries),
-                              np.array(copies))
-        due = self.rescore_due(model)
-        version = str(int(self.version or 0) + 1)
-        self.store.save_model("apprentice", model.dumps())
-        self.store.set_meta(apprentice_version=version)
-        if model.ready and self.store.get_meta("apprentice_switched_in_at") is None:
-            self.store.set_meta(apprentice_switched_in_at=self.frontier.done)
-        return model, len(instances), due, version
-
-    def rescore_due(self, model: Apprentice) -> bool:
+    def rescore_due(self, model: Apprentice, rescored_at: str | None) -> bool:
         """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
-        instances than at the last re-scoring (by default, twice as many): the early batches,
-        which change it most, still each re-score, and re-scoring costs about two passes over the
-        final frontier in all (a geometric series), not one per batch (the frontier grows with the
-        crawl). Links found meanwhile get the current model's score."""
-        if not model.ready:
-            return False
+        instances than at the last re-scoring (``rescored_at``; by default, twice as many): the
+        early batches, which change it most, still each re-score, and re-scoring costs about two
+        passes over the final frontier in all (a geometric series), not one per batch (the
+        frontier grows with the crawl). Links found meanwhile get the current model's score."""
         learnt = float(model.instances_.sum())
-        last = self.store.get_meta("apprentice_rescored_at")
-        if last is not None and learnt < float(last) * (1 + self.settings.rescore_growth):
-            return False
-        self.store.set_meta(apprentice_rescored_at=learnt)
-        return True
+        return model.ready and (rescored_at is None or learnt >= float(rescored_at) * (1 + self.settings.rescore_growth))
 
-    def rescore_frontier(self, model: Apprentice, chunk: int = 50000) -> int:
-        """New priorities for the queued URLs, the best of each one's incoming links: read in one
-        unit, chunk by chunk in target order (the links never all in memory), then written a few
-        thousand per unit (:func:`write_priorities`); how many URLs."""
-        priorities, targets = self.store.run_unit(lambda: self._rescored(model, chunk))
-        write_priorities(self.store, priorities, targets)
-        return len(targets)
-
-    def _rescored(self, model: Apprentice, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-        """(priorities, url ids) of the queued URLs with link instances; a target whose links
-        straddle two chunks keeps the best of both."""
+    @staticmethod
+    def _rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+        """(priorities, url ids) of the queued URLs with link instances, the best of each one's
+        incoming links: read chunk by chunk in target order (the links never all in memory); a
+        target whose links straddle two chunks keeps the best of both."""
         bests, firsts_seen = [], []
         carried: tuple[int, float] | None = None  # the last target read, maybe continued in the next chunk
-        links = self.store.queued_link_features()
+        links = source.queued_link_features()
         while block := links.fetchmany(chunk):
             targets, blobs, parents = zip(*block)
             targets, scores = np.array(targets), model.priority(list(blobs), np.array(parents))

@@ -182,7 +182,8 @@ class Crawler:
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         self.progress = Progress.of(self.store)
-        self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.stage_seconds)
+        self.steps = StepsBeside(self)
+        self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.steps, self.stage_seconds)
                            if config.strategy == "apprentice" else None)  # best-first until it is ready
         self.pages = PagePipeline(config, self.store, self.frontier, self.hosts, self.apprentice, self.progress,
                                   self.stage_seconds)
@@ -199,7 +200,6 @@ class Crawler:
         self._changed: asyncio.Event | None = None
         self.adaptation = self.pages.adaptation = (
             Adaptation(config, self.store, self.frontier, self, self.stage_seconds) if Adaptation.enabled_by(config) else None)
-        self.steps = StepsBeside(self)
 
     # the parts of the per-page path that change during a crawl
     @property

@@ -8,12 +8,13 @@ file layout (:mod:`.layout`), and the PostgreSQL backend of a crawl shared by wo
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.queries import Queries, meta_of, open_index, open_near_duplicates, read_only
-from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, Repository, Store, WarcArchive, content_hash,
-                                         crawl_status, export_rows, lock_directory, open_existing)
+from focuscrawl.store.repository import (EXPORT_FIELDS, CrawlDirError, InstanceReader, NewInstances, Repository, Store,
+                                         WarcArchive, content_hash, crawl_status, export_rows, lock_directory,
+                                         open_existing)
 from focuscrawl.store.search_index import SearchIndex
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED, transaction, upgrade_schema
 
-__all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "Queries", "Repository",
-           "SqliteFrontier", "Store", "WarcArchive", "content_hash", "crawl_status", "export_rows", "lock_directory",
-           "meta_of", "open_existing", "open_index", "open_near_duplicates", "SearchIndex", "read_only", "transaction",
-           "upgrade_schema"]
+__all__ = ["DONE", "EXPORT_FIELDS", "IN_FLIGHT", "QUEUED", "SKIPPED", "CrawlDir", "CrawlDirError", "InstanceReader",
+           "NewInstances", "Queries", "Repository", "SqliteFrontier", "Store", "WarcArchive", "content_hash",
+           "crawl_status", "export_rows", "lock_directory", "meta_of", "open_existing", "open_index",
+           "open_near_duplicates", "SearchIndex", "read_only", "transaction", "upgrade_schema"]

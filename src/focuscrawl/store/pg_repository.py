@@ -31,7 +31,7 @@ from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
 from focuscrawl.store.pg_frontier import NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
-from focuscrawl.store.repository import WarcArchive, lock_directory
+from focuscrawl.store.repository import NewInstances, WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
 
@@ -313,12 +313,12 @@ class PgApprenticeInstances:
     def track_instances(self) -> None:
         self._instances_key = self.db.execute("SELECT hashtext(current_schema() || ':instances')").fetchone()[0]
 
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
-        """The SQLite crawl's :meth:`~.repository.Store.take_new_instances`, whose two watermarks
-        are ids: a worker's unit may take an id and commit after another's larger one. So every
-        unit takes the instances' lock shared from its first row on (:meth:`track_instances`),
-        and the newest ids are read under the lock taken alone: with every unit that took one
-        of them committed."""
+    def new_instances(self) -> NewInstances:
+        """The SQLite crawl's :meth:`~.repository.Store.new_instances`, whose two watermarks are
+        ids: a worker's unit may take an id and commit after another's larger one. So every unit
+        takes the instances' lock shared from its first row on (:meth:`track_instances`), and the
+        newest ids are read under the lock taken alone: with every unit that took one of them
+        committed."""
         after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
         self.db.execute("SELECT pg_advisory_lock(%s)", (self._instances_key,))
         try:
@@ -328,15 +328,24 @@ class PgApprenticeInstances:
         finally:
             self.db.execute("SELECT pg_advisory_unlock(%s)", (self._instances_key,))
         rows = self.db.execute(
-            "UPDATE link_features lf SET learnt = true FROM (SELECT lf.id, d.relevance FROM fetches f"
+            "SELECT lf.id, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM fetches f"
             " JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id JOIN link_features lf ON lf.target_id = d.url_id"
             " WHERE f.id > %s AND f.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt"
-            " UNION SELECT lf.id, d.relevance FROM link_features lf JOIN documents d ON d.url_id = lf.target_id"
-            " WHERE lf.id > %s AND lf.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt) AS new"
-            " WHERE lf.id = new.id RETURNING lf.id, lf.features, new.relevance, lf.copies, lf.parent_score, lf.target_id",
+            " UNION SELECT lf.id, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM link_features lf"
+            " JOIN documents d ON d.url_id = lf.target_id"
+            " WHERE lf.id > %s AND lf.id <= %s AND d.relevance IS NOT NULL AND NOT lf.learnt ORDER BY 1",
             (after[0], newest[0], after[1], newest[1])).fetchall()
-        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
-        return [row[1:] for row in sorted(rows)]
+        return NewInstances([row[1:] for row in rows], [row[0] for row in rows], tuple(newest))
+
+    def mark_learnt(self, instances: NewInstances) -> None:
+        """``instances`` are in the apprentice now (call in the unit that saves it)."""
+        self.db.execute("UPDATE link_features SET learnt = true WHERE id = ANY(%s)", (instances.ids,))
+        fetches, links = instances.newest
+        self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
+
+    def instance_reader(self) -> None:
+        """None: the elected worker learns on its own connection, between its pages."""
+        return None
 
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from isal import isal_zlib
@@ -28,7 +28,7 @@ from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.near_duplicates import RunningRecords
-from focuscrawl.store.queries import Queries
+from focuscrawl.store.queries import Queries, read_only
 from focuscrawl.store.search_index import AnchorFollower, SearchIndex
 from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, features_keys, transaction, upgrade_schema
 from focuscrawl.store.sql import rows_in
@@ -122,7 +122,9 @@ class Repository(Protocol):
     def record_sitemaps(self, origin: str, urls: list[str]) -> None: ...
     def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None: ...
     def track_instances(self) -> None: ...  # from now on, units let take_new_instances see whole pages
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]: ...
+    def new_instances(self) -> NewInstances: ...
+    def mark_learnt(self, instances: NewInstances) -> None: ...
+    def instance_reader(self) -> InstanceReader | None: ...  # None: the apprentice learns on the crawl's connection
     def queued_link_features(self): ...
     def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None: ...
@@ -137,6 +139,14 @@ class Repository(Protocol):
     def load_model(self, name: str) -> bytes | None: ...
     def log_harvest(self, entry: dict) -> None: ...
     def close(self) -> None: ...
+
+
+class NewInstances(NamedTuple):
+    """Link instances read for a batch of learning, and what marks them learnt."""
+
+    rows: list[tuple[bytes, float, int, float, int]]  # features, the target's critic score, copies, the source's, target id
+    ids: list[int]  # their rows
+    newest: tuple[int, int]  # the watermarks once they are learnt: the newest fetch and link row read
 
 
 class ApprenticeInstances:
@@ -156,13 +166,11 @@ class ApprenticeInstances:
     def track_instances(self) -> None:
         pass  # one writer: every unit is whole by the time the next reads
 
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
-        """(features, critic score of the target, copies, source's critic score, target id) of links
-        whose target has been judged since the last call; they are marked learnt (call inside
-        :meth:`transaction`). Two watermarks in ``meta`` say what is new, so no index of unlearnt
-        links has to be kept up to date on every insert: the pages fetched since the last call
-        (their stored links), and the links stored since (to pages judged before them: a redirect
-        re-targets its links)."""
+    def new_instances(self) -> NewInstances:
+        """The links whose target has been judged since the last :meth:`mark_learnt`. Two
+        watermarks in ``meta`` say what is new, so no index of unlearnt links has to be kept up
+        to date on every insert: the pages fetched since (their stored links), and the links
+        stored since (to pages judged before them: a redirect re-targets its links)."""
         after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
         newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
                   self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
@@ -175,9 +183,23 @@ class ApprenticeInstances:
             " CROSS JOIN documents d ON d.url_id = lf.target_id"
             " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
             (after[0], newest[0], after[1], newest[1])).fetchall()
-        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(row[0],) for row in rows])
-        self.set_meta(apprentice_fetches_learnt=newest[0], apprentice_links_learnt=newest[1])
-        return [row[1:] for row in rows]
+        return NewInstances([row[1:] for row in rows], [row[0] for row in rows], newest)
+
+    def mark_learnt(self, instances: NewInstances) -> None:
+        """``instances`` are in the apprentice now (call in the unit that saves it)."""
+        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(i,) for i in instances.ids])
+        fetches, links = instances.newest
+        self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
+
+    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
+        """:meth:`new_instances`, marked learnt at once (inside :meth:`transaction`)."""
+        instances = self.new_instances()
+        self.mark_learnt(instances)
+        return instances.rows
+
+    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        """The URL of each id (the truth-labelled apprentice's instance targets)."""
+        return dict(rows_in(self.db, "SELECT id, url FROM urls WHERE id IN ({})", url_ids))
 
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""
@@ -314,6 +336,12 @@ class Store(ApprenticeInstances):
             with self.anchor_follower.forgetting():
                 self.db.execute("COMMIT")
 
+    def instance_reader(self) -> InstanceReader:
+        """The apprentice's reads for a thread beside the crawl, on a connection of their own;
+        the open group is committed first, so they see every page stored until now."""
+        self.commit()
+        return InstanceReader(self.directory)
+
     # -- meta ---------------------------------------------------------------------------
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -393,12 +421,9 @@ class Store(ApprenticeInstances):
         return dict(rows_in(self.db, "SELECT u.url, d.relevance FROM urls u JOIN documents d ON d.url_id = u.id"
                             " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls))
 
-    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
-        """The URL of each id (the truth-labelled apprentice's instance targets)."""
-        return dict(rows_in(self.db, "SELECT id, url FROM urls WHERE id IN ({})", url_ids))
-
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
-        self.db.executemany("UPDATE urls SET priority = ? WHERE id = ?", rows)
+        """New priorities of queued URLs, (priority, id); a URL fetched meanwhile keeps its own."""
+        self.db.executemany(f"UPDATE urls SET priority = ? WHERE id = ? AND state = {QUEUED}", rows)
 
     def leads(self) -> bool:
         return True  # the one crawl process
@@ -598,3 +623,24 @@ def export_rows(db: sqlite3.Connection):
     )
     for row in db.execute(query):
         yield dict(zip(EXPORT_FIELDS, row))
+
+
+class InstanceReader(ApprenticeInstances):
+    """The apprentice's instances and queued links read from a snapshot of the crawl, in a thread
+    while the crawl goes on writing (SQLite's WAL lets one writer and readers work at once)."""
+
+    get_meta = Store.get_meta
+
+    def __init__(self, directory: Path):
+        self.db = read_only(directory, any_thread=True)
+        self.queries = Queries(self.db)
+
+    @contextmanager
+    def snapshot(self):
+        """All reads inside see the same committed state; the connection is closed after."""
+        with closing(self.db):
+            self.db.execute("BEGIN")
+            try:
+                yield self
+            finally:
+                self.db.execute("COMMIT")
