@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
@@ -137,19 +139,27 @@ def test_every_command_on_a_crawl_with_a_truncated_warc_or_a_malformed_config_fa
     broken = {"truncated-warc": lambda d: _cut_in_half(next((d / "warc").glob("*.warc.gz"))),
               "malformed-yaml": lambda d: (d / "config.yml").write_text("seeds: [unclosed\n  budget: {max_pages: -3}\n"),
               "invalid-config": lambda d: (d / "config.yml").write_text("budget: {max_pages: -3}\nfetch: {concurrency: lots}\n")}
-    for kind, breaking in broken.items():
+
+    def commands_on(kind: str) -> list[tuple[list, subprocess.CompletedProcess]]:
         directory = tmp_path / kind
         shutil.copytree(tmp_path / "good", directory)
-        breaking(directory)
-        for command in READERS_OF_CONFIG_OR_WARC:
+        broken[kind](directory)
+        runs = []
+        for command in READERS_OF_CONFIG_OR_WARC:  # one after another: some write the crawl they read
             args = [part.format(dir=directory) for part in command] if "{dir}" in command else [*command, directory]
-            run = focuscrawl(*args)
+            runs.append((args, focuscrawl(*args)))
+        return runs
+
+    with ThreadPoolExecutor(os.cpu_count()) as pool:  # each kind on its own copy of the crawl, side by side
+        runs_of = dict(zip(broken, pool.map(commands_on, broken)))
+    for kind, runs in runs_of.items():
+        for args, run in runs:
             lines = run.stderr.strip().splitlines()
             assert "Traceback" not in run.stderr, (kind, args, run.stderr[-800:])
             assert run.returncode == 0 or (run.returncode == 2 and lines and all(line.startswith("error: ") for line in lines)), \
                 (kind, args, run.stderr[-800:])
         if kind != "truncated-warc":  # a config the crawl cannot go on with is named
-            assert "config.yml" in focuscrawl("resume", directory).stderr
+            assert "config.yml" in focuscrawl("resume", tmp_path / kind).stderr
 
 
 READERS_OF_CONFIG_OR_WARC = (("resume",), ("status",), ("export",), ("index",), ("classify", "{dir}", "http://x/"),
@@ -185,10 +195,10 @@ def test_every_command_on_a_missing_foreign_or_corrupt_crawl_says_so_in_one_line
     (tmp_path / "foreign" / "crawl.db").write_text("not a database")
     (tmp_path / "corrupt").mkdir()
     (tmp_path / "corrupt" / "crawl.db").write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 20)
-    for kind in ("missing", "foreign", "corrupt"):
-        directory = tmp_path / kind
-        for command in CRAWL_COMMANDS:
-            args = [part.format(dir=directory) for part in command] if "{dir}" in command else [*command, directory]
-            run = focuscrawl(*args)
-            assert run.returncode == 2, (args, run.stderr[-500:])
-            assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, (args, run.stderr[-500:])
+    commands = [[part.format(dir=tmp_path / kind) for part in command] if "{dir}" in command else [*command, tmp_path / kind]
+                for kind in ("missing", "foreign", "corrupt") for command in CRAWL_COMMANDS]
+    with ThreadPoolExecutor(os.cpu_count()) as pool:  # each only reads, and fails: side by side
+        runs = list(pool.map(lambda args: focuscrawl(*args), commands))
+    for args, run in zip(commands, runs):
+        assert run.returncode == 2, (args, run.stderr[-500:])
+        assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, (args, run.stderr[-500:])
