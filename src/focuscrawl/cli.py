@@ -11,7 +11,7 @@ import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import psycopg
 import typer
@@ -21,41 +21,19 @@ from rich.live import Live
 from rich.text import Text
 
 from focuscrawl import workers as shared
-from focuscrawl.bench import bench
-from focuscrawl.config import ORDERS, ConfigError, CrawlConfig, read_config_data, resolve_paths, validate_config
-from focuscrawl.crawler import DISK_FULL, Crawler, load_critic, out_of_space
+from focuscrawl.config import (EVAL_CONCURRENCY, LEARNERS, ORDERS, ConfigError, CrawlConfig, ModelError, read_config_data,
+                               resolve_paths, validate_config)
 from focuscrawl.exports import FORMATS, text_chunks, write_parquet
-from focuscrawl.progress import Progress
-from focuscrawl.search import PAGE_SIZE, QueryError, Search
-from focuscrawl.search.indexing import index_crawl
-from focuscrawl.search.seeds import classifier_terms, find_seeds
-from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.fetch.http import Fetcher
-from focuscrawl.evaluate.apprentice_report import apprentice_report
-from focuscrawl.evaluate.harness import DEFAULT_CONCURRENCY, EvalInterrupted, run_eval
-from focuscrawl.evaluate.learners import compare as compare_learners
-from focuscrawl.evaluate.report import write_report
-from focuscrawl.graph import analyse, save_scores
-from focuscrawl.learn import LEARNERS, ModelError
-from focuscrawl.organise.clustering import OrganiseError
-from focuscrawl.organise.duplicates import mark_near_duplicates
-from focuscrawl.organise.filtering import filter_crawl
-from focuscrawl.organise.study import study as organise_study_on
-from focuscrawl.organise.subtopics import accept as accept_subtopic
-from focuscrawl.organise.subtopics import suggest as suggest_subtopics
-from focuscrawl.parse import DecodeError
-from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
-from focuscrawl.topics import (fetch_example_page, import_taxonomy, read_file_page, read_taxonomy_source,
-                               train_taxonomy)
 from focuscrawl.store import (EXPORT_FIELDS, CrawlDir, CrawlDirError, crawl_status, export_rows, open_existing, open_index,
                               Queries, transaction, upgrade_schema)
-from focuscrawl.testweb.build import BuildError, package_list
-from focuscrawl.testweb.faults import serve as serve_faults
-from focuscrawl.testweb.build import build as build_testweb
-from focuscrawl.testweb.groundtruth import write_topics
-from focuscrawl.testweb.linkgraph import build_link_graph
-from focuscrawl.testweb.serve import serve as serve_testweb
-from focuscrawl.testweb.webmap import WebMap
+
+if TYPE_CHECKING:
+    from focuscrawl.crawler import Crawler
+    from focuscrawl.progress import Progress
+
+# Each command imports the rooms it works with (the crawler, the learners, the search engine, the test web)
+# in its own body: scikit-learn and SciPy alone take seconds to import, and status, export or a wrong
+# directory should answer at once.
 
 app = typer.Typer(help="A focused web crawler: describe a topic with examples, collect what is on it.", no_args_is_help=True)
 progress_console = Console(stderr=True)
@@ -93,6 +71,8 @@ def _progress_line(progress: Progress) -> Text:
 
 
 def _run(crawler: Crawler, quiet: bool) -> None:
+    from focuscrawl.crawler import DISK_FULL, out_of_space
+
     _setup_logging(crawler.directory)
     try:
         if quiet:
@@ -128,6 +108,11 @@ def _override(data: dict, setting: str, value, source: str) -> None:
     data[key] = value
 
 
+def _example_paths(entries: list[str]) -> list[str]:
+    """Example files and folders given on the command line, made absolute (a resume may start elsewhere)."""
+    return [entry if "://" in entry else str(Path(entry).resolve()) for entry in entries]
+
+
 @app.command()
 def crawl(
     config_file: Optional[Path] = typer.Argument(None, metavar="[CONFIG]", help="YAML crawl configuration"),
@@ -148,6 +133,8 @@ def crawl(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress display"),
 ) -> None:
     """Start a crawl from a config file, from flags, or from both (flags win)."""
+    from focuscrawl.crawler import Crawler
+
     data: dict = {}
     source = "command line"
     try:
@@ -156,13 +143,10 @@ def crawl(
             data = read_config_data(config_file)
     except ConfigError as error:
         _fail(str(error))
-    def example_paths(entries: list[str]) -> list[str]:
-        return [entry if "://" in entry else str(Path(entry).resolve()) for entry in entries]
-
     overrides = {
         "seeds": seed or None,
-        "topic.positive": example_paths(positive) or None,
-        "topic.negative": example_paths(negative) or None,
+        "topic.positive": _example_paths(positive) or None,
+        "topic.negative": _example_paths(negative) or None,
         "budget.max_pages": max_pages,
         "strategy": strategy,
         "classifier": classifier,
@@ -225,6 +209,8 @@ def resume(
     workers: int = typer.Option(1, "--workers", min=1, help="a shared crawl: worker processes to start here"),
 ) -> None:
     """Continue a stopped or killed crawl: nothing discovered is lost, nothing fetched twice."""
+    from focuscrawl.crawler import Crawler
+
     try:
         config = shared.shared_config(directory)
         if config is None:
@@ -295,6 +281,8 @@ def demo(
 ) -> None:
     """Build the small test web if absent, then crawl one of its topics best-first next to
     breadth-first and print the harvest and recall of both."""
+    from focuscrawl.testweb.groundtruth import write_topics
+
     if not (testweb / "testweb.db").exists() or not (testweb / "manifest.json").exists():
         testweb_build(testweb, "small")
     topics_file = testweb / "topics.yml"
@@ -305,7 +293,7 @@ def demo(
     if chosen not in names:
         _fail(f"--topic: {chosen!r} is not one of {', '.join(names)}")
     evaluate(testweb=testweb, topics=topics_file, crawlers="bfs,best-first-svm", budget="auto", repeats=1,
-             seeds_per_topic=None, topic=[chosen], concurrency=str(DEFAULT_CONCURRENCY), order="default", out=out,
+             seeds_per_topic=None, topic=[chosen], concurrency=str(EVAL_CONCURRENCY), order="default", out=out,
              db=None, workers=1)
 
 
@@ -324,6 +312,8 @@ def bench_command(
     as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (the default)"),
 ) -> None:
     """Pages/s, CPU per page, peak memory and where the time goes, for the full pipeline (JSON)."""
+    from focuscrawl.bench import bench
+
     try:
         result = bench(pages, testweb, concurrency, strategy, hosts, out, processes, order, near_duplicates)
     except (*USER_ERRORS, FileNotFoundError) as error:
@@ -341,6 +331,10 @@ def testweb_build(
     packages: str = typer.Option("default", "--packages", help="file with one package per line, or 'default' / 'small'"),
 ) -> None:
     """Download (apt-get download) and unpack (dpkg -x) documentation packages, then map their links."""
+    from focuscrawl.testweb.build import BuildError, package_list
+    from focuscrawl.testweb.build import build as build_testweb
+    from focuscrawl.testweb.linkgraph import build_link_graph
+
     try:
         names = package_list(packages)
         with progress_console.status(f"downloading {len(names)} packages…") as status:
@@ -367,6 +361,9 @@ def testweb_serve(
                                               " host, path (politeness as the server saw it)"),
 ) -> None:
     """Serve every site on 127.0.0.1 and write DIR/hostmap.yml for crawl configs."""
+    from focuscrawl.testweb.serve import serve as serve_testweb
+    from focuscrawl.testweb.webmap import WebMap
+
     try:
         webmap = WebMap(directory)
     except FileNotFoundError as error:
@@ -391,6 +388,8 @@ def testweb_faults(
     max_pages: int = typer.Option(300, "--max-pages", help="the budget written into that config"),
 ) -> None:
     """Serve the fault web (resets, tarpits, bombs, traps, lying pages) on 127.0.0.1 and write a crawl config for it."""
+    from focuscrawl.testweb.faults import serve as serve_faults
+
     def ready(bound: int) -> None:
         print(f"serving the fault web on http://127.0.0.1:{bound}/ — crawl it with: focuscrawl crawl {config}", flush=True)
 
@@ -409,6 +408,8 @@ def testweb_topics(
     rules: Optional[Path] = typer.Option(None, "--rules", help="topic rules (default: the shipped topic-rules.yml)"),
 ) -> None:
     """Write the ground truth: topics with seeds, examples, targets and a recommended budget."""
+    from focuscrawl.testweb.groundtruth import write_topics
+
     try:
         data = write_topics(directory, out or directory / "topics.yml", rules)
     except FileNotFoundError as error:
@@ -430,7 +431,7 @@ def evaluate(
     repeats: int = typer.Option(1, "--repeats"),
     seeds_per_topic: Optional[int] = typer.Option(None, "--seeds-per-topic", help="use K of each topic's seeds"),
     topic: list[str] = typer.Option([], "--topic", help="only these topics (repeatable)"),
-    concurrency: str = typer.Option(str(DEFAULT_CONCURRENCY), "--concurrency",
+    concurrency: str = typer.Option(str(EVAL_CONCURRENCY), "--concurrency",
                                     help="requests in flight; several (1,16) run every crawler in each"),
     order: str = typer.Option("default", "--order", help="the frontier's hand-out order: strict, band, host-parallel"
                               " or default; several (strict,host-parallel) run every crawler in each"),
@@ -439,6 +440,9 @@ def evaluate(
     workers: int = typer.Option(1, "--workers", min=1, help="with --db: worker processes per crawl"),
 ) -> None:
     """Run crawlers side by side on the test web; write results.json, plots and report.md."""
+    from focuscrawl.evaluate.harness import EvalInterrupted, run_eval
+    from focuscrawl.evaluate.report import write_report
+
     if budget != "auto" and not budget.isdigit():
         _fail(f"--budget: {budget!r} is not a number of pages or 'auto'")
     if workers > 1 and not db:
@@ -489,6 +493,8 @@ def learners_compare(
     as_json: bool = typer.Option(False, "--json", help="print the JSON list instead of a table"),
 ) -> None:
     """Cross-validated accuracy, training time and per-page classification time of each learner."""
+    from focuscrawl.evaluate.learners import compare as compare_learners
+
     if selection not in (None, "mi", "ig"):
         _fail(f"--selection: {selection!r} is neither 'mi' nor 'ig'")
     names = [name.strip() for name in learners.split(",") if name.strip()]
@@ -529,6 +535,9 @@ def organise_filter(
 ) -> None:
     """Restrictive classification (BINGO! §3.2): each topic keeps the pages its classifier is sure
     of, bottom-up; the rest go to the parent topic, and from the root to Miscellaneous. Prints JSON."""
+    from focuscrawl.organise.clustering import OrganiseError
+    from focuscrawl.organise.filtering import filter_crawl
+
     try:
         report = filter_crawl(crawl, loss, factor, apply, None if leave_one_out else 4)
     except (*USER_ERRORS, OrganiseError) as error:
@@ -543,6 +552,8 @@ def organise_duplicates(
 ) -> None:
     """Near-duplicate pages (signatures of word shingles and LSH, Jaccard ≥ 0.8): signs the pages not
     signed yet, groups them (search then folds each page under its group's earliest), prints JSON."""
+    from focuscrawl.organise.duplicates import mark_near_duplicates
+
     try:
         report = mark_near_duplicates(crawl, shown=shown)
     except (*USER_ERRORS, sqlite3.Error) as error:
@@ -564,6 +575,9 @@ def organise_study(
 ) -> None:
     """The thesis's chapter 3 on the test web: base, restrictive and meta clustering, restrictive
     classification's error against loss, near-duplicates against exact Jaccard. Prints results.json."""
+    from focuscrawl.organise.clustering import OrganiseError
+    from focuscrawl.organise.study import study as organise_study_on
+
     try:
         results = organise_study_on(testweb, topics, out, k, tuples, pages, pairs, duplicate_pages, seed)
     except (*USER_ERRORS, OrganiseError, FileNotFoundError) as error:
@@ -598,6 +612,11 @@ def topics_import(
     weighting: str = typer.Option("tfidf", "--weighting", help="term weights: tfidf (Pant eq. 1) or rtf (BINGO!)"),
 ) -> None:
     """Fetch or read every example, train one classifier per topic, write taxonomy.yml and model.pkl."""
+    from focuscrawl.fetch.hosts import Hosts
+    from focuscrawl.fetch.http import Fetcher
+    from focuscrawl.taxonomy import TaxonomyError, load_tree, render_tree
+    from focuscrawl.topics import import_taxonomy, read_taxonomy_source
+
     try:
         config = _fetch_config(config_file)
         root = read_taxonomy_source(source, _warn)
@@ -625,6 +644,9 @@ def topics_suggest(
 ) -> None:
     """Subtopics of a topic by restrictive meta clustering (BINGO! §3.1), each with its best terms
     and sentences; saved in the crawl for 'topics accept'."""
+    from focuscrawl.organise.clustering import OrganiseError
+    from focuscrawl.organise.subtopics import suggest as suggest_subtopics
+
     try:
         found = suggest_subtopics(crawl, topic, k, seed)
     except (*USER_ERRORS, OrganiseError) as error:
@@ -653,6 +675,10 @@ def topics_accept(
     parent: Optional[str] = typer.Option(None, "--parent", help="the node to add it under (default: --topic)"),
 ) -> None:
     """Add a suggested subtopic to a taxonomy, its pages as examples; then 'topics train' it."""
+    from focuscrawl.organise.clustering import OrganiseError
+    from focuscrawl.organise.subtopics import accept as accept_subtopic
+    from focuscrawl.taxonomy import TaxonomyError
+
     try:
         node = accept_subtopic(crawl, taxonomy, cluster_number, name, topic, parent)
     except (*USER_ERRORS, OrganiseError, TaxonomyError) as error:
@@ -670,6 +696,11 @@ def topics_train(
 ) -> None:
     """Train again after editing taxonomy.yml (examples moved or added, indicator keywords), with
     the options of the previous model; examples already read are not fetched again."""
+    from focuscrawl.fetch.hosts import Hosts
+    from focuscrawl.fetch.http import Fetcher
+    from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
+    from focuscrawl.topics import train_taxonomy
+
     try:
         config = _fetch_config(config_file)
         options = TaxonomyModel.load(directory).options()
@@ -690,6 +721,8 @@ def topics_show(
     features: int = typer.Option(10, "--features", min=0, help="top features by MI to list per topic"),
 ) -> None:
     """The tree, the examples of each topic, and its best features by Mutual Information."""
+    from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel, load_tree, render_tree
+
     try:
         print(render_tree(load_tree(directory), TaxonomyModel.load(directory), features))
     except (*USER_ERRORS, TaxonomyError) as error:
@@ -703,6 +736,13 @@ def classify(
     config_file: Optional[Path] = typer.Option(None, "--config", help="crawl config whose fetch settings to use"),
 ) -> None:
     """The topic path and confidence of one page (JSON)."""
+    from focuscrawl.crawler import load_critic
+    from focuscrawl.fetch.hosts import Hosts
+    from focuscrawl.fetch.http import Fetcher
+    from focuscrawl.parse import DecodeError
+    from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
+    from focuscrawl.topics import fetch_example_page, read_file_page
+
     try:
         critic = load_critic(model)
         config = _fetch_config(config_file)
@@ -734,6 +774,8 @@ def apprentice_report_command(
     out: Optional[Path] = typer.Option(None, "--out", help="where to write (default: DIR/apprentice-report)"),
 ) -> None:
     """Accuracy by d_max, offsets vs plain text, information gain by offset, frontier priorities."""
+    from focuscrawl.evaluate.apprentice_report import apprentice_report
+
     try:
         report = apprentice_report(directory, out)
     except USER_ERRORS as error:
@@ -749,6 +791,8 @@ def graph(
 ) -> None:
     """Top authorities and hubs per topic (HITS, Bharat–Henzinger weighting) with both PageRanks;
     the scores of every page of each topic's base set are stored in the crawl (link_scores)."""
+    from focuscrawl.graph import analyse, save_scores
+
     try:
         db = open_existing(directory)
         upgrade_schema(db)  # a crawl made before link analysis has no link_scores table
@@ -784,6 +828,8 @@ def index(
 ) -> None:
     """Bring the crawl's search index and link analysis up to date (JSON: what was done); a shared
     crawl's pages are copied from its database first."""
+    from focuscrawl.search.indexing import index_crawl
+
     try:
         copied = shared.take_snapshot(directory)
         print(json.dumps(index_crawl(directory, rebuild or copied is not None), indent=2))
@@ -803,6 +849,8 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Search a crawl's pages, ranked as the portal ranks them, 25 a page."""
+    from focuscrawl.search import PAGE_SIZE, QueryError, Search
+
     try:
         weights = dict(_weight(text) for text in weight)
         results = Search(open_index(directory)).search(query, weights, page, stems=not words, topic=topic)
@@ -817,6 +865,8 @@ def search(
 
 
 def _weight(text: str) -> tuple[str, float]:
+    from focuscrawl.search import QueryError
+
     name, _, value = text.partition("=")
     try:
         return name.strip(), float(value)
@@ -838,6 +888,7 @@ def serve(
     """The portal: search the crawls in a browser, and their REST API (/docs, /openapi.json)."""
     import uvicorn
 
+    from focuscrawl.search.indexing import index_crawl
     from focuscrawl.web import PortalError, create_app
     from focuscrawl.web.app import check_binding
 
@@ -890,6 +941,10 @@ def seeds_find(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Seed URLs from a query or from a topic's classifier (one per line: ready for --seeds-file)."""
+    from focuscrawl.crawler import load_critic
+    from focuscrawl.search import QueryError
+    from focuscrawl.search.seeds import classifier_terms, find_seeds
+
     if (query is None) == (classifier is None):
         _fail("give either --query or --classifier")
     try:

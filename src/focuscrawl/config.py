@@ -15,11 +15,11 @@ from typing import Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from focuscrawl.text import Analyzer
-
 
 Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "svm-poly2", "svm-poly3",
                      "nn-2", "nn-4", "nn-16"]  # the learners of Pant §4 (make_classifier builds them)
+LEARNERS = get_args(Classifier)
+EVAL_CONCURRENCY = 16  # eval's requests in flight per crawl, unless --concurrency says otherwise
 
 
 # BINGO! §2.3.3: bfs 1/L, dfs L, best-first conf (the "classifier" strategy), classifier-bfs conf/L,
@@ -33,6 +33,11 @@ Strategy = Literal["bfs", "dfs", "best-first", "classifier-bfs", "classifier-dfs
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; str() is one line per problem."""
+
+
+class ModelError(ValueError):
+    """A model file that cannot be used (a critic, a taxonomy, an apprentice): here beside
+    ``ConfigError``, so that the command line names both without importing the learners."""
 
 
 class _Section(BaseModel):
@@ -153,6 +158,8 @@ class TextSettings(_Section):
     @field_validator("language")
     @classmethod
     def _supported(cls, language: str) -> str:
+        from focuscrawl.text import Analyzer  # scikit-learn's import, only when a config is checked
+
         Analyzer(language)  # raises ValueError naming what is missing
         return language
 

@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 import numpy as np
 from scipy import optimize, sparse
@@ -22,14 +21,8 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.svm import SVC, LinearSVC
 
-from focuscrawl.config import Classifier
+from focuscrawl.config import LEARNERS, ModelError
 from focuscrawl.text import Analyzer, FeatureSelector, PantTfidf, TermCounts, as_csr, topic_preview
-
-LEARNERS = get_args(Classifier)
-
-
-class ModelError(ValueError):
-    """A model file that cannot be used."""
 
 
 CRITIC_MODEL = "critic"  # the crawl's critic among the store's models (a single topic's, or a taxonomy)

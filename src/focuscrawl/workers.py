@@ -30,20 +30,18 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config
-from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler, checked_input, claim_directory, with_budget
-from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.fetch.http import Fetcher
-from focuscrawl.fetch.urls import host_of
-from focuscrawl.focus import Focus
-from focuscrawl.frontier import Discovered
-from focuscrawl.learn import Critic, model_from_bytes
-from focuscrawl.search.indexing import index_crawl
 from focuscrawl.store import Queries, read_only
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.pg_frontier import hand_over_intervals, shown
 from focuscrawl.store.pg_repository import PgRepository, forget, open_queries, published, republish, snapshot
-from focuscrawl.topics import train_critic
+
+if TYPE_CHECKING:  # the crawl's own rooms are imported where a crawl is made: every command asks shared_config
+    from focuscrawl.crawler import Crawler
+    from focuscrawl.fetch.hosts import Hosts
+    from focuscrawl.learn import Critic
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +49,9 @@ log = logging.getLogger(__name__)
 async def _trained_critic(config: CrawlConfig, hosts: Hosts) -> Critic | None:
     """The crawl's critic, trained once here (workers training their own would each fetch the
     examples, outside any host lease)."""
+    from focuscrawl.fetch.http import Fetcher
+    from focuscrawl.topics import train_critic
+
     if not config.topic.positive:
         return None
     async with Fetcher(config, hosts) as fetcher:
@@ -102,6 +103,12 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
     """A new shared crawl (``config.store.database`` names its database): the directory claimed,
     the configuration written there and in the database with the seeds queued and the critic
     trained (refused if the database already holds this crawl); the configuration as published."""
+    from focuscrawl.crawler import CRITIC_MODEL, checked_input, claim_directory
+    from focuscrawl.fetch.hosts import Hosts
+    from focuscrawl.fetch.urls import host_of
+    from focuscrawl.focus import Focus
+    from focuscrawl.frontier import Discovered
+
     directory = Path(directory)
     config = as_shared(config, directory)
     dsn, crawl = config.store.database, config.store.crawl_name
@@ -139,6 +146,9 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
 def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Crawler:
     """This process as one worker of a published crawl (``directory``: where its WARC files and
     logs go; by default the one it was published with)."""
+    from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler
+    from focuscrawl.learn import model_from_bytes
+
     meta = published(dsn, crawl)
     if meta is None:
         raise ConfigError(f"{shown(dsn)}: holds no crawl named {crawl!r}; start one with 'focuscrawl crawl CONFIG --db …'")
@@ -155,6 +165,8 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
 
 def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlConfig:
     """A new page budget for every worker of the crawl (those running read it when they start again)."""
+    from focuscrawl.crawler import with_budget
+
     config = with_budget(config, {"max_pages": max_pages})
     republish(config.store.database, config.store.crawl_name, json.dumps(config.model_dump(mode="json")))
     dump_config(config, CrawlDir(directory).config)
@@ -172,6 +184,8 @@ def refresh_snapshots(directories: list[Path], seconds: float) -> None:
     """While the portal serves them, copy the shared crawls among ``directories`` again (and
     index the copies) every ``seconds`` in which they changed: fetched more, or changed state (a
     finished crawl's last judging again is in its last copy). Runs until the process ends."""
+    from focuscrawl.search.indexing import index_crawl
+
     while True:
         time.sleep(seconds)
         for directory in directories:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from focuscrawl.config import ConfigError, load_config, validate_config
+from focuscrawl.config import EVAL_CONCURRENCY, ConfigError, load_config, validate_config
 from focuscrawl import workers as shared
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.evaluate import metrics
@@ -37,7 +37,6 @@ TOP_PAGES = 100  # the precision of a crawl's best pages by its critic (BINGO! T
 # Chakrabarti's loss-rate comparison: against best-first with the same critic (``CrawlerSpec.same_critic``),
 # with oracle-link (the true relevance of every link's target) as the most a link learner could cut
 LOSS_REFERENCE = "oracle-link"
-DEFAULT_CONCURRENCY = 16
 
 
 def regimes(concurrencies: list[int], orders: list[str | None]) -> list[tuple[str, int, str | None]]:
@@ -201,7 +200,7 @@ def fetched_pages(directory: Path, is_relevant, target_of, jury: Jury | None = N
 
 
 def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget: int | None, out: Path,
-             repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int | list[int] = DEFAULT_CONCURRENCY,
+             repeats: int = 1, seeds_per_topic: int | None = None, concurrency: int | list[int] = EVAL_CONCURRENCY,
              only_topics: list[str] | None = None, judge: bool = True, progress=None,
              orders: list[str | None] | None = None, database: str | None = None, workers: int = 1) -> dict:
     """``budget`` None means each topic's recommended budget (``--budget auto``). Several

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from focuscrawl.store.sql import rows_in
-from focuscrawl.text import nearest
 
 NEAR_DUPLICATES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS page_signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
@@ -63,6 +62,8 @@ class RunningRecords:
         """The page signed before that this one nearly repeats (the most similar), if any, with
         the similarity: candidates share a stored band and are nobody's near-duplicate (a group
         is its original and the pages near it, as ``organise duplicates`` makes them)."""
+        from focuscrawl.text import nearest  # here: the tools that read a crawl do without scikit-learn
+
         bands = stored_bands(signature)
         return nearest(signature, [(url_id, np.frombuffer(blob, dtype=np.uint32)) for url_id, blob in self._execute(
             "SELECT s.url_id, s.signature FROM page_signatures s WHERE s.url_id IN"
