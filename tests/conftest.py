@@ -141,3 +141,11 @@ def postgres_dsn():
         pytest.skip(f"{error}; install postgresql or set FOCUSCRAWL_PG")
     yield cluster.dsn
     cluster.stop()
+
+
+def learnt_at_once(store) -> list:
+    """The instances ``store.new_instances`` gives, marked learnt in the same unit (as a batch of
+    the apprentice's keeps them): their rows."""
+    instances = store.new_instances()
+    store.mark_learnt(instances)
+    return instances.rows

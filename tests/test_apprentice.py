@@ -16,6 +16,8 @@ from focuscrawl.store import Store
 from focuscrawl.store.schema import features_keys
 from focuscrawl.text import Analyzer
 
+from conftest import learnt_at_once
+
 
 def link_features(leaf_terms, spans, d_max=5):
     """⟨t, d⟩ feature ids of every link given its leaf span: the crawl's two steps (windows in the
@@ -217,27 +219,27 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
         judged(store, 10, 0.9)
         judged(store, 13, 0.5)  # a page no stored link leads to
     with store.transaction():
-        assert store.take_new_instances() == [(b"aaaa", 0.9, 2, 0.5, 10)]
-        assert store.take_new_instances() == []
+        assert learnt_at_once(store) == [(b"aaaa", 0.9, 2, 0.5, 10)]
+        assert learnt_at_once(store) == []
         store.record_link_features([(3, 11, b"dddd", 0.5)])
         judged(store, 11, 0.2)
     store.close()
     store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
     with store.transaction():
-        assert sorted(store.take_new_instances()) == [(b"bbbb", 0.2, 1, 0.5, 11), (b"dddd", 0.2, 1, 0.5, 11)]
-        assert store.take_new_instances() == []
+        assert sorted(learnt_at_once(store)) == [(b"bbbb", 0.2, 1, 0.5, 11), (b"dddd", 0.2, 1, 0.5, 11)]
+        assert learnt_at_once(store) == []
     with store.transaction():  # page 12 only redirects to page 10, judged long ago: its links lead there
         judged(store, 12, None)
         store.retarget_link_features(12, 10)
-        assert store.take_new_instances() == [(b"cccc", 0.9, 1, 0.5, 10)]
+        assert learnt_at_once(store) == [(b"cccc", 0.9, 1, 0.5, 10)]
     with store.transaction():  # a failed training leaves the links to learn for the next one
         store.record_link_features([(4, 14, b"eeee", 0.5)])
         judged(store, 14, 0.7)
     with pytest.raises(RuntimeError), store.transaction():
-        assert store.take_new_instances() == [(b"eeee", 0.7, 1, 0.5, 14)]
+        assert learnt_at_once(store) == [(b"eeee", 0.7, 1, 0.5, 14)]
         raise RuntimeError("the apprentice failed")
     with store.transaction():
-        assert store.take_new_instances() == [(b"eeee", 0.7, 1, 0.5, 14)]
+        assert learnt_at_once(store) == [(b"eeee", 0.7, 1, 0.5, 14)]
     learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
     assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
     store.close()

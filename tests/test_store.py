@@ -26,6 +26,8 @@ from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
 from focuscrawl.store.schema import connect, features_keys
 
+from conftest import learnt_at_once
+
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
 
 
@@ -381,15 +383,15 @@ def test_instances_read_beside_the_crawl_are_those_committed_and_each_is_learnt_
         assert store.new_instances().rows == []
 
 
-def test_take_new_instances_hands_out_the_links_of_newly_judged_targets_once(store):
+def test_new_instances_are_the_links_of_newly_judged_targets_each_learnt_once(store):
     source = page(store, "http://a.test/", 0.6)
     target, later = discover(store, ["http://a.test/t", "http://a.test/l"], source)
     with store.transaction():
         store.record_link_features([(source, target, b"f1f1", 0.6), (source, later, b"f2f2", 0.6)])
     page(store, "http://a.test/t", 0.9, parent=source)
     with store.transaction():
-        assert store.take_new_instances() == [(b"f1f1", 0.9, 1, 0.6, target)]
-        assert store.take_new_instances() == []
+        assert learnt_at_once(store) == [(b"f1f1", 0.9, 1, 0.6, target)]
+        assert learnt_at_once(store) == []
     assert store.get_meta("apprentice_links_learnt") == "2"
 
 

@@ -29,7 +29,6 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config

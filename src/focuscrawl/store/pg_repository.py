@@ -474,7 +474,7 @@ class PgRepository(PgApprenticeInstances):
     def record_fetch(self, url_id: int, depth: int, parent_id: int | None, response: Response) -> int:
         """Archive the exchanges in this worker's WARC file (once, should the unit run again),
         then insert the attempt (its unit first takes the instances' lock shared: see
-        :meth:`take_new_instances`)."""
+        :meth:`new_instances`)."""
         if self._instances_key is not None:
             self.db.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._instances_key,))
         if self._archived[0] is not response:

@@ -121,7 +121,7 @@ class Repository(Protocol):
     def record_host(self, host, crawl_delay: float | None = None) -> None: ...
     def record_sitemaps(self, origin: str, urls: list[str]) -> None: ...
     def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None: ...
-    def track_instances(self) -> None: ...  # from now on, units let take_new_instances see whole pages
+    def track_instances(self) -> None: ...  # from now on, units let new_instances see whole pages
     def new_instances(self) -> NewInstances: ...
     def mark_learnt(self, instances: NewInstances) -> None: ...
     def instance_reader(self) -> InstanceReader | None: ...  # None: the apprentice learns on the crawl's connection
@@ -190,12 +190,6 @@ class ApprenticeInstances:
         self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(i,) for i in instances.ids])
         fetches, links = instances.newest
         self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
-
-    def take_new_instances(self) -> list[tuple[bytes, float, int, float, int]]:
-        """:meth:`new_instances`, marked learnt at once (inside :meth:`transaction`)."""
-        instances = self.new_instances()
-        self.mark_learnt(instances)
-        return instances.rows
 
     def urls_of(self, url_ids: list[int]) -> dict[int, str]:
         """The URL of each id (the truth-labelled apprentice's instance targets)."""
