@@ -54,7 +54,8 @@ def portal_site(listed: int = 30) -> dict[str, str]:
 def portal_crawl(serve, make_config, tmp_path) -> tuple[Path, object]:
     server = serve(portal_site())
     directory = tmp_path / "crawl"
-    config = make_config(seeds=[server.url("/")], strategy="bfs", store={"commit_seconds": 60})  # its follower waits
+    config = make_config(seeds=[server.url("/")], strategy="bfs",
+                         store={"commit_seconds": 60, "commit_pages": 1})  # its follower waits; a page indexed at once
     asyncio.run(Crawler.create(config, directory).run())
     return directory, server
 

@@ -833,6 +833,39 @@ def test_grouped_units_are_committed_together_and_a_failed_unit_only_undoes_itse
     assert reader.execute(fetched).fetchone()[0] == 5  # outside the block every unit commits at once
 
 
+def test_a_groups_pages_are_indexed_as_it_commits_with_the_anchors_stored_meanwhile(tmp_path):
+    """FTS5 writes its pending terms at every savepoint, so the pages of a group wait to be
+    indexed until it commits, in its transaction: a page then has the anchors of links stored
+    after it in the group, and a failed unit's page is not indexed."""
+    store = Store(tmp_path / "crawl", warc=False, search_index=True)
+    reader = connect(tmp_path / "crawl/crawl.db")
+    matches = "SELECT rowid FROM search_index WHERE search_index MATCH ? ORDER BY rowid"
+    with store.grouped(pages=1000, seconds=3600):
+        first = page(store, "http://a.test/1", text="about sockets")
+        with store.transaction():
+            store.search.index_later(first)
+        second = page(store, "http://a.test/2", text="about zebrafish", parent=first)
+        with store.transaction():
+            store.record_links([(second, first, "unicorn handbook", 0, 0, 0)])
+            store.search.index_later(second)
+        with pytest.raises(RuntimeError), store.transaction():
+            store.search.index_later(page(store, "http://a.test/3", text="about zebrafish"))
+            raise RuntimeError("the page failed")
+        assert store.search.waiting == [first, second]
+        assert reader.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0] == 0
+    assert [row for (row,) in reader.execute(matches, ("unicorn",))] == [first]  # the anchor stored after it
+    assert [row for (row,) in reader.execute(matches, ("zebrafish",))] == [second]
+    assert store.search.waiting == []
+    store.search.index_later(second)
+    with pytest.raises(RuntimeError), store.transaction():  # a unit on its own: its transaction's pages wait no more
+        raise RuntimeError("the unit failed")
+    assert store.search.waiting == [second]
+    with store.transaction():
+        pass
+    assert store.search.waiting == [] and reader.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0] == 2
+    store.close()
+
+
 def test_a_group_older_than_its_seconds_is_committed_when_the_crawl_asks(store, tmp_path):
     reader = connect(tmp_path / "crawl/crawl.db")
     with store.grouped(pages=100, seconds=0.01):

@@ -332,8 +332,8 @@ class Crawler:
         while True:
             await asyncio.sleep(self.config.store.commit_seconds)
             try:
-                self.store.commit_if_due()
                 clock = time.perf_counter()
+                self.store.commit_if_due()  # (mostly indexing the group's pages: counted with the index)
                 self.store.follow_anchors(self.config.store.commit_seconds * ANCHOR_SHARE)
                 self.stage_seconds["index"] += time.perf_counter() - clock
             except Exception as error:  # the group is rolled back: its pages are in flight on disk again

@@ -83,7 +83,7 @@ class PagePipeline:
         self._record(item, response, judged)
 
     def _record(self, item: Item, response: Response, judged: Judged) -> None:
-        clock, indexed_before = time.perf_counter(), self.stage_seconds["index"]
+        clock, indexed_before = time.perf_counter(), self.store.search and self.store.search.seconds
         page, language_score = judged.page, judged.language_score
         response.error = judged.error or response.error
         if judged.refresh:  # "this page has moved": a redirect, not a document
@@ -114,9 +114,7 @@ class PagePipeline:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
                 if self.config.store.search_index and not (duplicate_of or page.noindex):  # else no text is kept
-                    indexing = time.perf_counter()
-                    self.store.search.index(item.url_id)
-                    self.stage_seconds["index"] += time.perf_counter() - indexing
+                    self.store.search.index_later(item.url_id)
                 if near:
                     self.store.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
@@ -127,7 +125,9 @@ class PagePipeline:
             self._record_host_state(item.host)
 
         self.store.run_unit(store_page)
-        self.stage_seconds["store"] += time.perf_counter() - clock - self.stage_seconds["index"] + indexed_before
+        indexing = self.store.search.seconds - indexed_before if self.store.search else 0.0  # (a group's commit)
+        self.stage_seconds["index"] += indexing
+        self.stage_seconds["store"] += time.perf_counter() - clock - indexing
         if self.apprentice is not None:
             self.apprentice.after_page()
         self.count(response, relevance, judgement.topic if judgement else None)

@@ -291,9 +291,15 @@ class Store(ApprenticeInstances):
     def transaction(self):
         """One unit of work (a page, a learning step): all or nothing. Its own SQLite
         transaction, or within :meth:`grouped` a savepoint in the group's transaction."""
+        waiting = len(self.search.waiting)
         if self.commit_pages == 1:
-            with self.anchor_follower.forgetting(), transaction(self.db):
-                yield self.db
+            try:
+                with self.anchor_follower.forgetting(), transaction(self.db):
+                    yield self.db
+                    self.search.index_waiting()
+            except BaseException:
+                del self.search.waiting[waiting:]
+                raise
             return
         if not self.db.in_transaction:
             self.db.execute("BEGIN IMMEDIATE")  # the portal may write too: take the lock first
@@ -308,6 +314,7 @@ class Store(ApprenticeInstances):
             if self.db.in_transaction:  # after some errors (a full disk) SQLite has rolled back the whole group
                 self.db.execute("ROLLBACK TO unit")
                 self.db.execute("RELEASE unit")
+            del self.search.waiting[waiting if self.db.in_transaction else 0:]
             raise
         finally:
             self._depth -= 1
@@ -328,6 +335,7 @@ class Store(ApprenticeInstances):
         """Commit what is written: the open group, or the writes made outside any unit since."""
         if self.db.in_transaction:
             with self.anchor_follower.forgetting():
+                self.search.index_waiting()
                 self.db.execute("COMMIT")
 
     def instance_reader(self) -> InstanceReader:

@@ -2,7 +2,9 @@
 
 The index is *contentless*: the text stays once, in ``documents``. Each stored page (not a
 duplicate, not ``noindex``) is indexed by its title, text, the words of its URL and the
-distinct anchor texts of the links to it known then, in the page's transaction;
+distinct anchor texts of the links to it known then, in the page's transaction (in a crawl's
+group of pages, just before the group commits: FTS5 writes its pending terms out at every
+savepoint, which made a segment of every page and cost more than the inserts themselves);
 ``search_docs`` keeps what was indexed beyond the document (the anchors, the Last-Modified
 date), which FTS5 needs to take a row out again, and what ranks the page.
 
@@ -85,8 +87,23 @@ class SearchIndex:
         self.marks = UserMarks(db)
         self.late = LateAnchors(db)
         self.near_duplicates = NearDuplicateRecords(db)
+        self.waiting: list[int] = []  # pages stored in the open transaction, indexed as it commits
+        self.seconds = 0.0  # spent indexing them
 
     # -- keeping it current ---------------------------------------------------------------
+
+    def index_later(self, url_id: int) -> None:
+        """Index a page just stored when its transaction commits (:meth:`index_waiting`)."""
+        self.waiting.append(url_id)
+
+    def index_waiting(self) -> None:
+        """Index the pages waiting, inside the transaction about to commit; a failure leaves
+        them waiting (indexing one again changes nothing)."""
+        clock = time.perf_counter()
+        for url_id in dict.fromkeys(self.waiting):
+            self.index(url_id)
+        self.waiting.clear()
+        self.seconds += time.perf_counter() - clock
 
     def _watermark(self, key: str) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
