@@ -241,6 +241,15 @@ def test_the_leaf_walk_in_c_reads_hostile_markup_as_the_python_walk_does(documen
         assert parse.walk_in_c(tree.root) == parse.walk_in_python(tree.root)
 
 
+@pytest.mark.skipif(parse.find_tags is parse.TAG.findall, reason="the C scanners are not built (no compiler)")
+@fuzz(300)
+@given(documents)
+@example("<a</b<C\u2028 < /x <1 </ <z\x1c<y\x85<x\xa0>\u212a<\u212a<\u0130</\u0130 <\U0001f600 <abc/>")
+def test_the_tag_scanner_in_c_finds_the_tags_the_expression_finds(document):
+    for text in (document, document.lower()):
+        assert parse.find_tags(text) == parse.TAG.findall(text)
+
+
 @fuzz(150)
 @given(raw_bodies, page_urls)
 def test_any_bytes_are_judged_or_refused_and_keep_the_invariants(payload, url):

@@ -1,16 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""``text.LEAF_TOKEN.findall`` in C: the words of a page's leaves and the NULs between them,
-the same list as the regular expression gives (``text.py`` keeps it as the reference the tests
-hold this one to and as the tokenizer where this is not built), in a fifth of its time (0.073 against 0.348 ms a
-test-web page).
+"""Two regular expressions of the per-page path in C, each giving the same list as the
+expression (which stays in Python as the reference the tests hold these to, and as the scanner
+where this is not built):
 
-A word is what ``[^\\W\\d_][^\\W_]*+(?:'[^\\W\\d_]++)?`` matches: a letter, then letters and
-digits, then maybe an apostrophe and letters. "Letter" and "digit" are Python's own ``re``
-classes for ``str``: a word character is one ``str.isalnum`` accepts or ``_``, a digit one
-``str.isdecimal`` accepts.
+``text.LEAF_TOKEN.findall``: the words of a page's leaves and the NULs between them, in a fifth
+of its time (0.073 against 0.348 ms a test-web page). A word is what
+``[^\\W\\d_][^\\W_]*+(?:'[^\\W\\d_]++)?`` matches: a letter, then letters and digits, then maybe an
+apostrophe and letters. "Letter" and "digit" are Python's own ``re`` classes for ``str``: a word
+character is one ``str.isalnum`` accepts or ``_``, a digit one ``str.isdecimal`` accepts.
+
+``parse.TAG.findall``: the tags of a large page, (closing "/" or "", name) as
+``<(/?)([A-Za-z][^\\s/>]*)`` finds them, for the estimate of its tree's depth; each name's two
+tuples are made once a page, not once a tag.
 """
 
-from cpython.unicode cimport Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL
+from cpython.unicode cimport (Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, PyUnicode_DATA,
+                              PyUnicode_KIND, PyUnicode_READ)
 
 cdef enum:
     OTHER = 0
@@ -54,4 +59,43 @@ def findall(str text):
             while i < n and char_class(text[i]) == LETTER:
                 i += 1
         found.append(text[start:i])
+    return found
+
+
+cdef inline bint ascii_letter(Py_UCS4 c) noexcept:
+    return 0x61 <= (<unsigned int>c | 0x20) <= 0x7a
+
+
+def find_tags(str text):
+    """The tags of ``text`` in order (``TAG.findall(text)``): "<", maybe "/", an ASCII letter,
+    then all up to white space (``str.isspace``), "/" or ">"."""
+    cdef Py_ssize_t n = len(text), i = 0, start, end
+    cdef unsigned int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_UCS4 c
+    cdef bint closing
+    found, pairs = [], {}
+    while i < n:
+        if PyUnicode_READ(kind, data, i) != 0x3c:  # "<"
+            i += 1
+            continue
+        start = i + 1
+        closing = start < n and PyUnicode_READ(kind, data, start) == 0x2f  # "/"
+        if closing:
+            start += 1
+        if start >= n or not ascii_letter(PyUnicode_READ(kind, data, start)):
+            i += 1
+            continue
+        end = start + 1
+        while end < n:
+            c = PyUnicode_READ(kind, data, end)
+            if c == 0x2f or c == 0x3e or Py_UNICODE_ISSPACE(c):  # "/", ">"
+                break
+            end += 1
+        name = text[start:end]
+        pair = pairs.get(name)
+        if pair is None:
+            pair = pairs[name] = (("", name), ("/", name))
+        found.append((<tuple>pair)[closing])
+        i = end
     return found
