@@ -303,7 +303,7 @@ class Crawler:
                 self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
                                     stopped_at=time.time(),
-                                    stage_seconds=json.dumps({k: round(v, 3) for k, v in self.stage_seconds.items()}))
+                                    stage_seconds=json.dumps({k: round(v, 3) for k, v in self._stages().items()}))
             finally:
                 if on_progress:
                     on_progress(self.progress.update(self.frontier))
@@ -311,6 +311,12 @@ class Crawler:
                 self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state
+
+    def _stages(self) -> Counter:
+        """Seconds per stage; the index's are the anchors followed and the pages indexed, which a
+        group's commit does, whichever step commits it."""
+        indexed = Counter(index=self.store.search.seconds) if self.store.search else Counter()
+        return self.stage_seconds + indexed
 
     def stop(self, reason: str = "stopped") -> None:
         """Stop now: fetches in flight and learning steps are abandoned, to be taken again at resume."""
@@ -332,8 +338,8 @@ class Crawler:
         while True:
             await asyncio.sleep(self.config.store.commit_seconds)
             try:
+                self.store.commit_if_due()
                 clock = time.perf_counter()
-                self.store.commit_if_due()  # (mostly indexing the group's pages: counted with the index)
                 self.store.follow_anchors(self.config.store.commit_seconds * ANCHOR_SHARE)
                 self.stage_seconds["index"] += time.perf_counter() - clock
             except Exception as error:  # the group is rolled back: its pages are in flight on disk again

@@ -29,9 +29,13 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from focuscrawl.fetch.urls import canonical_url
 
 try:
-    from focuscrawl import _leafwalk, _tokens
-except ImportError:  # not built (no C compiler at install): the same walk and scan in Python, a few times slower
-    _leafwalk = _tokens = None
+    from focuscrawl import _leafwalk
+except ImportError:  # not built (no C compiler at install): the same walk in Python, a few times slower
+    _leafwalk = None
+try:
+    from focuscrawl import _tokens
+except ImportError:  # the same: the tags are found by the expression
+    _tokens = None
 
 INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "math")
 LINK_TAGS = ("a", "area")

@@ -125,8 +125,7 @@ class PagePipeline:
             self._record_host_state(item.host)
 
         self.store.run_unit(store_page)
-        indexing = self.store.search.seconds - indexed_before if self.store.search else 0.0  # (a group's commit)
-        self.stage_seconds["index"] += indexing
+        indexing = self.store.search.seconds - indexed_before if self.store.search else 0.0  # (the crawl counts it)
         self.stage_seconds["store"] += time.perf_counter() - clock - indexing
         if self.apprentice is not None:
             self.apprentice.after_page()
