@@ -250,6 +250,21 @@ def test_the_tag_scanner_in_c_finds_the_tags_the_expression_finds(document):
         assert parse.find_tags(text) == parse.TAG.findall(text)
 
 
+formatting_markup = st.lists(st.sampled_from(  # start tags of formatting elements, their attributes, and near misses
+    ["<", ">", "/", "=", '"', "'", " ", "\t", "\n", "\x0b", "\f", "b", "B", "s", "\u017f", "i", "\u0131", "\u0130",
+     "strong", "StrIke", "small", "big", "code", "font", "em", "tt", "u", "x", "id", "<b ", "<font color=", "</b>"]),
+    max_size=40).map("".join)
+
+
+@pytest.mark.skipif(parse._tokens is None, reason="the C scanners are not built (no compiler)")
+@fuzz(300)
+@given(st.one_of(documents, formatting_markup))
+@example('<b class="x>y">t</b><I\tid=3><strong/><font color=\'red\' size=3><\u017f x="a"><\u0130 q><\u0131 a=b>'
+         '<b a= \'x\'><b a=><b ""><bx y><B\x0bx><s\n=">"\'><STRI\u212aE x><b a="unclosed>')
+def test_formatting_attributes_are_taken_out_in_c_as_the_expression_does(document):
+    assert parse.without_formatting_attributes(document) == parse.FORMATTING_ATTRIBUTES.sub(r"<\1>", document)
+
+
 @fuzz(150)
 @given(raw_bodies, page_urls)
 def test_any_bytes_are_judged_or_refused_and_keep_the_invariants(payload, url):

@@ -12,10 +12,12 @@ character is one ``str.isalnum`` accepts or ``_``, a digit one ``str.isdecimal``
 ``parse.TAG.findall``: the tags of a large page, (closing "/" or "", name) as
 ``<(/?)([A-Za-z][^\\s/>]*)`` finds them, for the estimate of its tree's depth; each name's two
 tuples are made once a page, not once a tag.
+
+``parse.FORMATTING_ATTRIBUTES.sub``: a large page without the attributes of its formatting tags.
 """
 
-from cpython.unicode cimport (Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, PyUnicode_DATA,
-                              PyUnicode_KIND, PyUnicode_READ)
+from cpython.unicode cimport (Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, Py_UNICODE_TOLOWER,
+                              PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_KIND, PyUnicode_READ)
 
 cdef enum:
     OTHER = 0
@@ -75,10 +77,10 @@ def find_tags(str text):
     cdef Py_UCS4 c
     cdef bint closing
     found, pairs = [], {}
-    while i < n:
-        if PyUnicode_READ(kind, data, i) != 0x3c:  # "<"
-            i += 1
-            continue
+    while True:
+        i = PyUnicode_FindChar(text, 0x3c, i, n, 1)  # the next "<"
+        if i < 0:
+            break
         start = i + 1
         closing = start < n and PyUnicode_READ(kind, data, start) == 0x2f  # "/"
         if closing:
@@ -99,3 +101,85 @@ def find_tags(str text):
         found.append((<tuple>pair)[closing])
         i = end
     return found
+
+
+cdef inline bint tag_space(Py_UCS4 c) noexcept:
+    return c == 0x20 or c == 0x09 or c == 0x0a or c == 0x0c or c == 0x0d  # HTML5's white space
+
+
+cdef inline bint tag_space_or_slash(Py_UCS4 c) noexcept:
+    return c == 0x2f or tag_space(c)
+
+
+cdef inline bint is_attribute_stop(Py_UCS4 c) noexcept:
+    return c == 0x3e or c == 0x22 or c == 0x27 or c == 0x3d  # > " ' =
+
+
+cdef inline bint same_letter(Py_UCS4 c, Py_UCS4 letter) noexcept:
+    """Whether ``re``'s IGNORECASE takes ``c`` for the ASCII lower-case ``letter``."""
+    return (Py_UNICODE_TOLOWER(c) == letter or (letter == 0x69 and c == 0x131)  # "i": "ı" too ("İ" lowers to "i")
+            or (letter == 0x73 and c == 0x17f))  # "s": "ſ" too
+
+
+def without_attributes(str text, tuple names):
+    """``text`` with the attributes of the start tags named ``names`` (ASCII lower case, the
+    longest first) taken out, as ``FORMATTING_ATTRIBUTES.sub(r"<\\1>", text)`` does: the name in
+    any case, white space or "/", then attributes whose quoted values may hold ">", then ">"."""
+    cdef Py_ssize_t n = len(text), i = 0, last = 0, start, length, j, k
+    cdef unsigned int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_UCS4 c, quote
+    cdef str name
+    pieces = []
+    while True:
+        i = PyUnicode_FindChar(text, 0x3c, i, n, 1)  # the next "<"
+        if i < 0:
+            break
+        start, length = i + 1, 0
+        c = PyUnicode_READ(kind, data, start) if start < n else 0
+        for name in names:
+            k = len(name)
+            if same_letter(c, name[0]) and start + k < n and tag_space_or_slash(PyUnicode_READ(kind, data, start + k)):
+                j = 0
+                while j < k and same_letter(PyUnicode_READ(kind, data, start + j), name[j]):
+                    j += 1
+                if j == k:
+                    length = k
+                    break
+        if not length:
+            i += 1
+            continue
+        j = start + length + 1
+        while j < n:
+            c = PyUnicode_READ(kind, data, j)
+            if c == 0x3e:  # ">"
+                break
+            if c == 0x22 or c == 0x27:  # a quote on its own
+                j += 1
+            elif c != 0x3d:  # a run of anything but > " ' =
+                j += 1
+                while j < n and not is_attribute_stop(PyUnicode_READ(kind, data, j)):
+                    j += 1
+            else:  # "=", then a quoted value, or "=" on its own unless a quote follows that never closes
+                k = j + 1
+                while k < n and tag_space(PyUnicode_READ(kind, data, k)):
+                    k += 1
+                quote = PyUnicode_READ(kind, data, k) if k < n else 0
+                if quote != 0x22 and quote != 0x27:
+                    j += 1
+                    continue
+                k = text.find(chr(quote), k + 1)
+                if k < 0:
+                    break
+                j = k + 1
+        if j >= n or PyUnicode_READ(kind, data, j) != 0x3e:
+            i += 1
+            continue
+        pieces.append(text[last:start])
+        pieces.append(text[start:start + length])
+        pieces.append(">")
+        i = last = j + 1
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
