@@ -303,7 +303,7 @@ class Crawler:
                 self.store.log_harvest(self.progress.entry(self.frontier))
                 self.store.set_meta(state=state, stop_reason=self.stop_reason or "frontier exhausted",
                                     stopped_at=time.time(),
-                                    stage_seconds=json.dumps({k: round(v, 3) for k, v in self._stages().items()}))
+                                    stage_seconds=stage_times(self.stage_seconds, self.store.search))
             finally:
                 if on_progress:
                     on_progress(self.progress.update(self.frontier))
@@ -311,12 +311,6 @@ class Crawler:
                 self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state
-
-    def _stages(self) -> Counter:
-        """Seconds per stage; the index's are the anchors followed and the pages indexed, which a
-        group's commit does, whichever step commits it."""
-        indexed = Counter(index=self.store.search.seconds) if self.store.search else Counter()
-        return self.stage_seconds + indexed
 
     def stop(self, reason: str = "stopped") -> None:
         """Stop now: fetches in flight and learning steps are abandoned, to be taken again at resume."""
@@ -423,3 +417,10 @@ class Crawler:
         """A retrained critic takes over, saved first (a resumed crawl goes on with it)."""
         self.store.save_model(CRITIC_MODEL, pickle.dumps(critic, protocol=pickle.HIGHEST_PROTOCOL))
         self.critic = critic
+
+
+def stage_times(stage_seconds: Counter, search) -> str:
+    """Seconds per stage as the crawl keeps them (JSON); the index's are the anchors followed and
+    the pages indexed, which a group's commit does, whichever step commits it."""
+    stages = stage_seconds + (Counter(index=search.seconds) if search else Counter())
+    return json.dumps({stage: round(seconds, 3) for stage, seconds in stages.items()})
