@@ -843,26 +843,26 @@ def test_a_groups_pages_are_indexed_as_it_commits_with_the_anchors_stored_meanwh
     with store.grouped(pages=1000, seconds=3600):
         first = page(store, "http://a.test/1", text="about sockets")
         with store.transaction():
-            store.search.index_later(first)
+            store.search.waiting.add(first)
         second = page(store, "http://a.test/2", text="about zebrafish", parent=first)
         with store.transaction():
             store.record_links([(second, first, "unicorn handbook", 0, 0, 0)])
-            store.search.index_later(second)
+            store.search.waiting.add(second)
         with pytest.raises(RuntimeError), store.transaction():
-            store.search.index_later(page(store, "http://a.test/3", text="about zebrafish"))
+            store.search.waiting.add(page(store, "http://a.test/3", text="about zebrafish"))
             raise RuntimeError("the page failed")
-        assert store.search.waiting == [first, second]
+        assert store.search.waiting.url_ids == [first, second]
         assert reader.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0] == 0
     assert [row for (row,) in reader.execute(matches, ("unicorn",))] == [first]  # the anchor stored after it
     assert [row for (row,) in reader.execute(matches, ("zebrafish",))] == [second]
-    assert store.search.waiting == []
-    store.search.index_later(second)
+    assert store.search.waiting.url_ids == []
+    store.search.waiting.add(second)
     with pytest.raises(RuntimeError), store.transaction():  # a unit on its own: its transaction's pages wait no more
         raise RuntimeError("the unit failed")
-    assert store.search.waiting == [second]
+    assert store.search.waiting.url_ids == [second]
     with store.transaction():
         pass
-    assert store.search.waiting == [] and reader.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0] == 2
+    assert store.search.waiting.url_ids == [] and reader.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0] == 2
     store.close()
 
 

@@ -422,5 +422,5 @@ class Crawler:
 def stage_times(stage_seconds: Counter, search) -> str:
     """Seconds per stage as the crawl keeps them (JSON); the index's are the anchors followed and
     the pages indexed, which a group's commit does, whichever step commits it."""
-    stages = stage_seconds + (Counter(index=search.seconds) if search else Counter())
+    stages = stage_seconds + (Counter(index=search.waiting.seconds) if search else Counter())
     return json.dumps({stage: round(seconds, 3) for stage, seconds in stages.items()})

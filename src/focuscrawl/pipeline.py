@@ -83,7 +83,7 @@ class PagePipeline:
         self._record(item, response, judged)
 
     def _record(self, item: Item, response: Response, judged: Judged) -> None:
-        clock, indexed_before = time.perf_counter(), self.store.search and self.store.search.seconds
+        clock, indexed_before = time.perf_counter(), self._indexed_seconds()
         page, language_score = judged.page, judged.language_score
         response.error = judged.error or response.error
         if judged.refresh:  # "this page has moved": a redirect, not a document
@@ -114,7 +114,7 @@ class PagePipeline:
                 self.store.record_document(item.url_id, fetch_id, page, digest, duplicate_of, relevance, language_score,
                                            judgement)
                 if self.config.store.search_index and not (duplicate_of or page.noindex):  # else no text is kept
-                    self.store.search.index_later(item.url_id)
+                    self.store.search.waiting.add(item.url_id)
                 if near:
                     self.store.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
@@ -125,8 +125,7 @@ class PagePipeline:
             self._record_host_state(item.host)
 
         self.store.run_unit(store_page)
-        indexing = self.store.search.seconds - indexed_before if self.store.search else 0.0  # (the crawl counts it)
-        self.stage_seconds["store"] += time.perf_counter() - clock - indexing
+        self.stage_seconds["store"] += time.perf_counter() - clock - (self._indexed_seconds() - indexed_before)
         if self.apprentice is not None:
             self.apprentice.after_page()
         self.count(response, relevance, judgement.topic if judgement else None)
@@ -137,6 +136,10 @@ class PagePipeline:
                 log.exception("adaptation failed; the crawl goes on with the saved critic and phase")
         if response.error:
             log.info("%s: %s", item.url, response.error)
+
+    def _indexed_seconds(self) -> float:
+        """The time the store's commits have spent indexing pages (the crawl counts it as the index's)."""
+        return self.store.search.waiting.seconds if self.store.search else 0.0  # (a shared crawl keeps no index)
 
     def count(self, response: Response, relevance: float | None, topic: str | None) -> None:
         """A handled URL in the progress figures; every ``harvest_log_every`` pages, a log line."""

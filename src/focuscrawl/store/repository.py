@@ -291,15 +291,10 @@ class Store(ApprenticeInstances):
     def transaction(self):
         """One unit of work (a page, a learning step): all or nothing. Its own SQLite
         transaction, or within :meth:`grouped` a savepoint in the group's transaction."""
-        waiting = len(self.search.waiting)
         if self.commit_pages == 1:
-            try:
-                with self.anchor_follower.forgetting(), transaction(self.db):
-                    yield self.db
-                    self.search.index_waiting()
-            except BaseException:
-                del self.search.waiting[waiting:]
-                raise
+            with self.anchor_follower.forgetting(), transaction(self.db), self.search.waiting.forgetting():
+                yield self.db
+                self.search.waiting.index_all()
             return
         if not self.db.in_transaction:
             self.db.execute("BEGIN IMMEDIATE")  # the portal may write too: take the lock first
@@ -307,14 +302,13 @@ class Store(ApprenticeInstances):
         self.db.execute("SAVEPOINT unit")
         self._depth += 1
         try:
-            with self.anchor_follower.forgetting():
+            with self.anchor_follower.forgetting(), self.search.waiting.forgetting():
                 yield self.db
-            self.db.execute("RELEASE unit")
+                self.db.execute("RELEASE unit")
         except BaseException:
             if self.db.in_transaction:  # after some errors (a full disk) SQLite has rolled back the whole group
                 self.db.execute("ROLLBACK TO unit")
                 self.db.execute("RELEASE unit")
-            del self.search.waiting[waiting if self.db.in_transaction else 0:]
             raise
         finally:
             self._depth -= 1
@@ -335,7 +329,7 @@ class Store(ApprenticeInstances):
         """Commit what is written: the open group, or the writes made outside any unit since."""
         if self.db.in_transaction:
             with self.anchor_follower.forgetting():
-                self.search.index_waiting()
+                self.search.waiting.index_all()
                 self.db.execute("COMMIT")
 
     def instance_reader(self) -> InstanceReader:

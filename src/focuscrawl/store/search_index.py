@@ -87,23 +87,9 @@ class SearchIndex:
         self.marks = UserMarks(db)
         self.late = LateAnchors(db)
         self.near_duplicates = NearDuplicateRecords(db)
-        self.waiting: list[int] = []  # pages stored in the open transaction, indexed as it commits
-        self.seconds = 0.0  # spent indexing them
+        self.waiting = WaitingPages(self)
 
     # -- keeping it current ---------------------------------------------------------------
-
-    def index_later(self, url_id: int) -> None:
-        """Index a page just stored when its transaction commits (:meth:`index_waiting`)."""
-        self.waiting.append(url_id)
-
-    def index_waiting(self) -> None:
-        """Index the pages waiting, inside the transaction about to commit; a failure leaves
-        them waiting (indexing one again changes nothing)."""
-        clock = time.perf_counter()
-        for url_id in dict.fromkeys(self.waiting):
-            self.index(url_id)
-        self.waiting.clear()
-        self.seconds += time.perf_counter() - clock
 
     def _watermark(self, key: str) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -396,6 +382,39 @@ class UserMarks:
     def feedback_version(self) -> tuple[int, float | None]:
         """Changes whenever a mark is added or changed: (marks, time of the latest)."""
         return tuple(self.db.execute("SELECT COUNT(*), MAX(at) FROM search_feedback").fetchone())
+
+
+class WaitingPages:
+    """Pages stored in the open transaction, indexed as it commits (see the module's docstring)."""
+
+    def __init__(self, index: SearchIndex):
+        self.index = index
+        self.url_ids: list[int] = []
+        self.seconds = 0.0  # spent indexing them
+
+    def add(self, url_id: int) -> None:
+        """Index a page just stored when its transaction commits (:meth:`index_all`)."""
+        self.url_ids.append(url_id)
+
+    @contextmanager
+    def forgetting(self):
+        """A unit whose failure takes back the pages it left waiting (all of them if SQLite has
+        rolled the whole transaction back)."""
+        waiting = len(self.url_ids)
+        try:
+            yield
+        except BaseException:
+            del self.url_ids[waiting if self.index.db.in_transaction else 0:]
+            raise
+
+    def index_all(self) -> None:
+        """Index the pages waiting, inside the transaction about to commit; a failure leaves
+        them waiting (indexing one again changes nothing)."""
+        clock = time.perf_counter()
+        for url_id in dict.fromkeys(self.url_ids):
+            self.index.index(url_id)
+        self.url_ids.clear()
+        self.seconds += time.perf_counter() - clock
 
 
 class AnchorFollower:
