@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 
 import numpy as np
 import pytest
+import yaml
 
 from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_ids, wanted_features
 from focuscrawl.apprentice_loop import ApprenticeLoop
@@ -326,10 +328,11 @@ def idiom_crawl(serve, make_config, tmp_path):
         (negatives / f"{i}.html").write_text(pages[f"/g0-{i}"])
 
     def make(strategy: str, max_pages: int, batch: int, parts=None, name: str | None = None, frontier=None,
-             **apprentice):
+             fetch=None, **apprentice):
         config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
                              topic={"positive": [str(positives)], "negative": [str(negatives)]},
-                             apprentice={"batch": batch, **apprentice}, fetch={"concurrency": 4}, frontier=frontier or {})
+                             apprentice={"batch": batch, **apprentice}, fetch=fetch or {"concurrency": 4},
+                             frontier=frontier or {})
         crawler = Crawler.create(config, tmp_path / (name or strategy), parts)
         asyncio.run(crawler.run())
         return tmp_path / (name or strategy)
@@ -404,6 +407,33 @@ def test_online_apprentice_beats_best_first_on_a_site_with_a_consistent_link_idi
         if strategy == "apprentice":
             assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
     assert harvest["apprentice"] > harvest["best-first"] + 0.1, harvest
+
+
+def test_links_scored_by_the_judging_workers_get_the_priorities_this_process_would_give(idiom_crawl, tmp_path):
+    """With judging workers, the apprentice's model goes to them and they score every link of a
+    page beside the crawl's process: one URL at a time, a crawl going on with a ready apprentice
+    fetches the same pages in the same order and queues the same priorities as in one process."""
+    trained = idiom_crawl("apprentice", 150, batch=60, fetch={"concurrency": 1})
+    assert sqlite3.connect(trained / "crawl.db").execute(
+        "SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
+    went_on = {}
+    for processes in (1, 2):
+        directory = shutil.copytree(trained, tmp_path / f"processes-{processes}")
+        (directory / "crawl.lock").unlink(missing_ok=True)
+        config = yaml.safe_load((directory / "config.yml").read_text())
+        config["fetch"]["processes"] = processes
+        config["apprentice"]["batch"] = 100_000  # the same model all along: no batch is learnt beside
+        (directory / "config.yml").write_text(yaml.safe_dump(config))
+        crawler = Crawler.open(directory, max_pages=260)
+        apprentice_model = crawler.apprentice.model
+        asyncio.run(crawler.run())
+        assert crawler.apprentice.model is apprentice_model and apprentice_model.ready
+        db = sqlite3.connect(directory / "crawl.db")
+        went_on[processes] = (
+            db.execute("SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id WHERE f.id > 150 ORDER BY f.id").fetchall(),
+            db.execute("SELECT url, round(priority, 9) FROM urls WHERE state = 0 ORDER BY url").fetchall())
+    assert len(went_on[1][0]) >= 100 and went_on[1][1]
+    assert went_on[1] == went_on[2]
 
 
 def test_report_shows_the_offsets_matter_on_the_idiom_site(idiom_crawl, tmp_path):

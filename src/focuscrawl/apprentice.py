@@ -145,6 +145,14 @@ def page_link_features(analyzer: Analyzer, page, wanted: list[int], d_max: int =
     return features
 
 
+def page_topic(judgement, class_features: bool) -> str | None:
+    """The page's class in its links' features (§3.8, when ``class_features``): the critic's
+    topic, or 'relevant' and 'other' for a two-class critic."""
+    if not class_features or judgement is None:
+        return None
+    return judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
+
+
 def cocitation_features(spans: list[tuple[int, int]], targets: list[str], judged: dict[int, bool],
                         d_max: int = 5) -> list[np.ndarray]:
     """§2.2.3: for link i, every link j of the page to another target, within d_max leaves, whose

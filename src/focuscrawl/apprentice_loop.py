@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import HIGH, Apprentice, median_score, pack, page_link_features, rehashing
+from focuscrawl.apprentice import Apprentice, median_score, pack, page_link_features, page_topic, rehashing
 from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
@@ -116,15 +116,19 @@ class ApprenticeLoop:
         return Apprentice.loads(saved) if saved else Apprentice(self.settings.d_max, blend=self.settings.blend)
 
     def score_links(self, page: Page, judgement: Judgement | None, relevance: float | None,
-                    found: list[Discovered]) -> ScoredLinks:
+                    found: list[Discovered], judged_priorities: np.ndarray | None = None) -> ScoredLinks:
         """Features of the admissible links to URLs not fetched yet; once the apprentice is ready,
-        their priorities in ``found`` (url, host, priority, skip reason) become its own."""
+        their priorities in ``found`` (url, host, priority, skip reason) become its own: those
+        the judges made with this very model (``judged_priorities``, one per link of the page),
+        or made here."""
         known = self.frontier.known([url for url, _, _, _ in found])
         wanted = [i for i, (url, _, _, reason) in enumerate(found)
                   if reason is None and (url not in known or known[url].state != DONE)]
         features = self._link_features(page, judgement, wanted)
         if self.model.ready and wanted:
-            for i, priority in zip(wanted, self.model.priority(features, np.full(len(wanted), relevance or 0.0)).tolist()):
+            priorities = (judged_priorities[wanted] if judged_priorities is not None
+                          else self.model.priority(features, np.full(len(wanted), relevance or 0.0)))
+            for i, priority in zip(wanted, priorities.tolist()):
                 url, host, _, reason = found[i]
                 found[i] = Discovered(url, host, priority, reason)  # (``_replace`` cost a tenth of this method)
         return ScoredLinks(known, wanted, features)
@@ -177,14 +181,12 @@ class ApprenticeLoop:
     def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
         """The features of the page's links ``wanted`` (indices into page.links): ⟨t, d⟩, and
         the optional families."""
-        settings, topic, judged = self.settings, None, None
-        if settings.class_features and judgement is not None:
-            topic = judgement.topic or ("relevant" if judgement.relevance >= HIGH else "other")
+        settings, judged = self.settings, None
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
         return page_link_features(self.analyzer, page, wanted, settings.d_max,
-                                  settings.url_words, topic, judged)
+                                  settings.url_words, page_topic(judgement, settings.class_features), judged)
 
     def train(self) -> None:
         """Learn the links whose targets were judged since the last batch, then, when due, re-score

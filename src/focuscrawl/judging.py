@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focuscrawl.apprentice import LinkWindows, page_link_windows
+from focuscrawl.apprentice import Apprentice, LinkWindows, page_link_features, page_link_windows, page_topic
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
@@ -44,6 +44,8 @@ class Judged:
     language_score: int | None = None
     signature: np.ndarray | None = None  # of the text, for near-duplicates (store.near_duplicates)
     leaf_keys: list[int] | None = None  # for the site's template, while it is being learnt
+    link_priorities: np.ndarray | None = None  # every link's, by the apprentice model the judge had
+    link_model_tag: int = 0  # which model that was
     parse_seconds: float = 0.0  # CPU time of the two stages, in whichever process did them
     classify_seconds: float = 0.0
 
@@ -51,12 +53,19 @@ class Judged:
 class Judge:
     """The per-page CPU work with one critic: parse the body, count the stop words, and judge."""
 
-    def __init__(self, config: CrawlConfig, critic, apprentice: bool):
+    def __init__(self, config: CrawlConfig, critic, apprentice: bool, link_model: Apprentice | None = None,
+                 link_model_tag: int = 0):
+        """``link_model``: the apprentice's, when it is ready and its features need nothing from the
+        crawl's database (no co-citation): the links' priorities are then made here, beside the
+        crawl's process, which takes them from a page judged with its current model (the tag)."""
         self.language_check = config.text.language_check
         self.language, self.min_stopword_score = config.text.language, config.text.min_stopword_score
         self.critic = critic
         self.analyzer = Analyzer(config.text.language, config.text.stem) if apprentice else None
         self.d_max = config.apprentice.d_max
+        self.apprentice_settings = config.apprentice
+        scores_links = link_model is not None and link_model.ready and not config.apprentice.cocitation
+        self.link_model, self.link_model_tag = (link_model, link_model_tag) if scores_links else (None, 0)
         self.keep_leaves = config.focus.link_context is not None
         self.sign = config.store.near_duplicates
 
@@ -92,11 +101,20 @@ class Judge:
             if self.analyzer is not None:
                 page_link_windows(self.analyzer, page, self.d_max)
             judged.judgement = self.critic.judge(judged_page)
+            if self.link_model is not None and page.links:
+                judged.link_priorities, judged.link_model_tag = self._link_priorities(page, judged.judgement), self.link_model_tag
         if self.sign:
             judged.signature = signature(page.text)
         self._keep_what_the_crawl_needs(page)
         judged.classify_seconds = time.perf_counter() - parsed
         return judged
+
+    def _link_priorities(self, page: Page, judgement: Judgement) -> np.ndarray:
+        """Every link's priority by the apprentice, its source scored as the critic judged it."""
+        settings, every = self.apprentice_settings, list(range(len(page.links)))
+        features = page_link_features(self.analyzer, page, every, settings.d_max, settings.url_words,
+                                      page_topic(judgement, settings.class_features))
+        return self.link_model.priority(features, np.full(len(every), judgement.relevance))
 
     def _keep_what_the_crawl_needs(self, page: Page) -> None:
         """A judged page goes back to the crawl's process (pickled, when judged in a worker) with

@@ -12,6 +12,8 @@ import logging
 import time
 from collections import Counter
 
+import numpy as np
+
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.hosts import Hosts
@@ -41,6 +43,7 @@ class PagePipeline:
         self.rules = UrlRules(config)
         self.judges = JudgePool(config.fetch.process_count)
         self.templates = SiteTemplates() if config.text.site_templates == "all" else None  # learnt again after a resume
+        self._link_model, self._link_model_tag = None, 0  # the apprentice model the judges score links with
         self.critic = None
         self.focus: Focus | None = None
         self.fetcher: Fetcher | None = None
@@ -55,7 +58,21 @@ class PagePipeline:
     def critic(self, critic: Critic | TaxonomyModel | None) -> None:
         """A new critic judges the next pages, in this process or in the workers."""
         self._critic = critic
-        self.judges.use(Judge(self.config, critic, apprentice=self.apprentice is not None))
+        self.judges.use(self._judge())
+
+    def _judge(self) -> Judge:
+        """The judge of the next pages: the critic, and the apprentice's model when worker
+        processes judge (in this process, the links it queues are scored here alone)."""
+        link_model = self._link_model if self.judges.workers else None
+        return Judge(self.config, self._critic, self.apprentice is not None, link_model, self._link_model_tag)
+
+    def _judged_link_priorities(self, judged: Judged) -> np.ndarray | None:
+        """The priorities the judge made of the page's links, if it had the apprentice's current
+        model; a new model (a batch learnt, or another worker's) goes to the judges now."""
+        if self.apprentice.model is not self._link_model:
+            self._link_model, self._link_model_tag = self.apprentice.model, self._link_model_tag + 1
+            self.judges.use(self._judge())
+        return judged.link_priorities if judged.link_model_tag == self._link_model_tag else None
 
     def close(self) -> None:
         self.judges.close()
@@ -76,7 +93,7 @@ class PagePipeline:
                 self.templates.learn(host, judged.leaf_keys)
         if judged.judgement is not None and self._critic is not critic:  # retrained meanwhile: not judged again later
             clock = time.perf_counter()
-            judged.judgement = self._critic.judge(judged.page)
+            judged.judgement, judged.link_priorities = self._critic.judge(judged.page), None
             judged.classify_seconds += time.perf_counter() - clock
         self.stage_seconds["parse"] += judged.parse_seconds
         self.stage_seconds["classify"] += judged.classify_seconds
@@ -104,6 +121,7 @@ class PagePipeline:
         if near:  # a page that nearly repeats one stored before is kept, not expanded
             original, similar = self.store.near_duplicates.original_of(judged.signature)
             follow = follow and original is None
+        judged_priorities = self._judged_link_priorities(judged) if follow and self.apprentice else None
         def store_page() -> None:  # one unit of work (a shared crawl's may run again after a deadlock)
             fetch_id = self.store.record_fetch(item.url_id, item.depth, item.parent_id, response)
             if response.final_url != item.url:
@@ -118,7 +136,7 @@ class PagePipeline:
                 if near:
                     self.store.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
-                    self._queue_links(item, page, relevance, judgement)
+                    self._queue_links(item, page, relevance, judgement, judged_priorities)
             self.frontier.finish(item, response.error if response.refused else None)
             if relevance is not None:
                 self.frontier.learn_cluster(item, relevance)
@@ -147,7 +165,8 @@ class PagePipeline:
         if self.frontier.done % self.config.harvest_log_every == 0:
             self.store.log_harvest(self.progress.entry(self.frontier))
 
-    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None) -> None:
+    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None,
+                     judged_priorities: np.ndarray | None = None) -> None:
         depth = item.depth + 1
         max_depth = self.config.budget.max_depth
         too_deep = max_depth is not None and depth > max_depth
@@ -167,7 +186,7 @@ class PagePipeline:
             found.append(Discovered(link.url, host, priority, reason))
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = with_link_context(self.critic, page, found, self.config.focus.link_context)
-        scored = self.apprentice.score_links(page, judgement, relevance, found) if self.apprentice else None
+        scored = self.apprentice.score_links(page, judgement, relevance, found, judged_priorities) if self.apprentice else None
         queue = (page_class(relevance, topic) or item.queue
                  if self.config.focus.queues == "per-topic" else "")
         targets = self.frontier.add(found, depth, item.url_id, scored and scored.known, plan.tunnel, queue)
