@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from focuscrawl.apprentice import Apprentice, feature_ids, link_windows, term_ids, wanted_features
+from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_blobs, page_link_features,
+                                  term_ids, wanted_features)
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
@@ -67,6 +68,20 @@ def test_features_of_many_links_match_link_by_link_extraction():
     for span, features in zip(spans, together):
         (alone,) = link_features(analyzer.leaf_terms(leaves), [span])
         np.testing.assert_array_equal(np.sort(features), np.sort(alone))
+
+
+def test_the_stored_features_cut_from_a_pages_windows_are_those_packed_from_its_links_features():
+    """The crawl's process records each wanted link's features cut straight out of the windows
+    made where the page was judged, and packs them from the link's features with a family."""
+    body = "".join(f"<h2>part {i}</h2><p>alpha beta {i}</p><a href='/p{i}'>link {i}</a>" for i in range(30))
+    analyzer = Analyzer()
+    page = parse_html(f"<html><body>{body}</body></html>".encode(), "http://x/", "utf-8", "")
+    wanted = [0, 3, 4, 17, 29]
+    for families in ({}, {"url_words": True}, {"topic": "relevant"}):
+        cut = page_link_blobs(analyzer, page, wanted, **families)
+        assert cut == pack(page_link_features(analyzer, page, wanted, **families))
+        assert len(cut) == 5 and all(cut)
+    assert page_link_blobs(analyzer, page, wanted, topic="relevant") != page_link_blobs(analyzer, page, wanted)
 
 
 def random_instances(rng, count, width=60):

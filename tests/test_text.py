@@ -145,6 +145,17 @@ def test_stem_cache_that_fills_up_starts_again_with_the_same_stems(monkeypatch):
     assert first == Analyzer().terms("connections connected connecting runners running dogs cats houses")
 
 
+def test_an_analyzer_sent_to_another_process_finds_the_stems_its_language_has_there():
+    """A judge handed to a worker (a retrained critic, a new apprentice) stems no word twice."""
+    import pickle
+
+    analyzer = Analyzer()
+    analyzer.terms("connections connected connecting")
+    copy = pickle.loads(pickle.dumps(analyzer))
+    assert copy._stems is analyzer._stems and copy._stems["connections"] == "connect"
+    assert Analyzer("de")._stems is not analyzer._stems
+
+
 def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():
     leaves = ["The Sockets", "", "a", "connections, connected!", "x\x00y socket's", "  ", "Straße 42 h2o", "I"]
     analyzer = Analyzer()

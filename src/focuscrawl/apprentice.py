@@ -145,6 +145,17 @@ def page_link_features(analyzer: Analyzer, page, wanted: list[int], d_max: int =
     return features
 
 
+def page_link_blobs(analyzer: Analyzer, page, wanted: list[int], d_max: int = 5, url_words: bool = False,
+                    topic: str | None = None, judged: dict[int, bool] | None = None) -> list[bytes]:
+    """``page_link_features`` as stored (``pack``); without the optional families, cut straight
+    out of the page's windows (the crawl's process records them for every page)."""
+    if url_words or topic is not None or judged is not None:
+        return pack(page_link_features(analyzer, page, wanted, d_max, url_words, topic, judged))
+    windows = page_link_windows(analyzer, page, d_max)
+    joined, bounds = windows.features.tobytes(), (4 * windows.bounds.astype(np.int64)).tolist()
+    return [joined[bounds[i]:bounds[i + 1]] for i in wanted]
+
+
 def page_topic(judgement, class_features: bool) -> str | None:
     """The page's class in its links' features (§3.8, when ``class_features``): the critic's
     topic, or 'relevant' and 'other' for a two-class critic."""

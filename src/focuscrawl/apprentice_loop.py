@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import Apprentice, median_score, pack, page_link_features, page_topic, rehashing
+from focuscrawl.apprentice import (Apprentice, median_score, pack, page_link_blobs, page_link_features, page_topic,
+                                  rehashing)
 from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import FOLLOW_SECONDS
@@ -52,7 +53,7 @@ class ScoredLinks:
 
     known: dict[str, Seen]  # the frontier's record of those URLs already seen
     wanted: list[int]  # the links (indices into the page's) with features: to URLs not yet fetched
-    features: list[np.ndarray]
+    blobs: list[bytes]  # their features as stored
 
 
 @dataclass
@@ -124,19 +125,24 @@ class ApprenticeLoop:
         known = self.frontier.known([url for url, _, _, _ in found])
         wanted = [i for i, (url, _, _, reason) in enumerate(found)
                   if reason is None and (url not in known or known[url].state != DONE)]
-        features = self._link_features(page, judgement, wanted)
+        families, features = self._families(page, judgement), None
         if self.model.ready and wanted:
-            priorities = (judged_priorities[wanted] if judged_priorities is not None
-                          else self.model.priority(features, np.full(len(wanted), relevance or 0.0)))
+            if judged_priorities is not None:
+                priorities = judged_priorities[wanted]
+            else:
+                features = page_link_features(self.analyzer, page, wanted, self.settings.d_max, *families)
+                priorities = self.model.priority(features, np.full(len(wanted), relevance or 0.0))
             for i, priority in zip(wanted, priorities.tolist()):
                 url, host, _, reason = found[i]
                 found[i] = Discovered(url, host, priority, reason)  # (``_replace`` cost a tenth of this method)
-        return ScoredLinks(known, wanted, features)
+        blobs = (pack(features) if features is not None
+                 else page_link_blobs(self.analyzer, page, wanted, self.settings.d_max, *families))
+        return ScoredLinks(known, wanted, blobs)
 
     def record(self, source_id: int, targets: list[int], links: ScoredLinks, relevance: float | None) -> None:
         """The links' instances, learnt once their targets are judged (inside the page's transaction)."""
         self.store.record_link_features([(source_id, targets[i], blob, relevance or 0.0)
-                                         for i, blob in zip(links.wanted, pack(links.features))])
+                                         for i, blob in zip(links.wanted, links.blobs)])
 
     def retarget(self, source_id: int, target_id: int) -> None:
         """A redirect: the link's instance now points at where it led."""
@@ -178,15 +184,14 @@ class ApprenticeLoop:
             self.model, self.version = self._saved_or_new(), version
             log.info("apprentice: scoring with the apprentice published as version %s", version)
 
-    def _link_features(self, page: Page, judgement: Judgement | None, wanted: list[int]) -> list[np.ndarray]:
-        """The features of the page's links ``wanted`` (indices into page.links): ⟨t, d⟩, and
-        the optional families."""
+    def _families(self, page: Page, judgement: Judgement | None) -> tuple[bool, str | None, dict[int, bool] | None]:
+        """The optional families of the page's links' features, as ``page_link_features`` takes
+        them: the URL's words, the page's class and the co-cited links' judgements."""
         settings, judged = self.settings, None
         if settings.cocitation:
             scores = self.store.relevance_of([link.url for link in page.links])
             judged = {i: scores[link.url] > self.model.split_ for i, link in enumerate(page.links) if link.url in scores}
-        return page_link_features(self.analyzer, page, wanted, settings.d_max,
-                                  settings.url_words, page_topic(judgement, settings.class_features), judged)
+        return settings.url_words, page_topic(judgement, settings.class_features), judged
 
     def train(self) -> None:
         """Learn the links whose targets were judged since the last batch, then, when due, re-score

@@ -163,6 +163,7 @@ class JudgePool:
 
     def __init__(self, processes: int):
         self.workers = processes - 1
+        self.apart = self.workers > 0  # pages are judged in worker processes (not when the critic cannot go there)
         self._pool: ProcessPoolExecutor | None = None
         self._judge: Judge | None = None
         self._version = 0
@@ -177,8 +178,10 @@ class JudgePool:
             state = pickle.dumps(judge)
         except (pickle.PicklingError, AttributeError, TypeError):
             log.info("judging in the crawl's own process: the critic cannot be sent to worker processes")
+            self.apart = False
             self._stop(wait=False)
             return
+        self.apart = True
         if self._pool is None:
             self._version += 1
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),

@@ -63,7 +63,7 @@ class PagePipeline:
     def _judge(self) -> Judge:
         """The judge of the next pages: the critic, and the apprentice's model when worker
         processes judge (in this process, the links it queues are scored here alone)."""
-        link_model = self._link_model if self.judges.workers else None
+        link_model = self._link_model if self.judges.apart else None
         return Judge(self.config, self._critic, self.apprentice is not None, link_model, self._link_model_tag)
 
     def _judged_link_priorities(self, judged: Judged) -> np.ndarray | None:

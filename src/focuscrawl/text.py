@@ -42,7 +42,7 @@ def tokens(text: str) -> list[str]:
     return [t for t in find_leaf_tokens(text.lower()) if len(t) > 1]  # (a NUL is one character)
 
 
-STEM_CACHE_SIZE = 200_000  # distinct words remembered per analyzer (a few tens of MB at most)
+STEM_CACHE_SIZE = 200_000  # distinct words remembered per language in a process (a few tens of MB at most)
 
 
 @lru_cache(maxsize=None)
@@ -65,6 +65,14 @@ def foreign_stopword_set(language: str) -> frozenset[str]:
         if code != language:
             foreign.update(stop_words.get_stop_words(code))
     return frozenset(foreign - stopword_set(language) - set(stop_words.get_stop_words(language)))
+
+
+@lru_cache(maxsize=None)
+def _stem_cache(language: str) -> dict[str, str]:
+    """The stems of the words seen so far, one dictionary for every analyzer of the language in
+    the process: a judge handed to a worker process (a retrained critic, the apprentice's new
+    model) comes without its own and would stem every word again."""
+    return {}
 
 
 @lru_cache(maxsize=None)
@@ -97,7 +105,7 @@ class Analyzer:
         self.stem = stem
         self._stop = stopword_set(language)
         self._stemmer = _stemmer(language) if stem else None
-        self._stems: dict[str, str] = {}
+        self._stems = _stem_cache(language)
 
     def terms(self, text: str) -> list[str]:
         return self.leaf_terms([text]).terms()
@@ -178,7 +186,10 @@ class Analyzer:
                 stems.clear()
                 missing = list(set(words))
             stems.update(zip(missing, self._stemmer.stemWords(missing)))
-        return [stems[w] for w in words]
+        try:
+            return [stems[w] for w in words]
+        except KeyError:  # another thread's analyzer emptied the shared cache meanwhile
+            return self._stemmer.stemWords(words)
 
     def __call__(self, text: str) -> list[str]:
         """scikit-learn vectorizers call an analyzer with the raw document."""
