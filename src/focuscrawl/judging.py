@@ -51,7 +51,8 @@ class Judged:
 
 
 class Judge:
-    """The per-page CPU work with one critic: parse the body, count the stop words, and judge."""
+    """The per-page CPU work with one critic: parse the body, count the stop words, and judge;
+    with the apprentice's model, score the page's links too."""
 
     def __init__(self, config: CrawlConfig, critic, apprentice: bool, link_model: Apprentice | None = None,
                  link_model_tag: int = 0):
@@ -62,7 +63,6 @@ class Judge:
         self.language, self.min_stopword_score = config.text.language, config.text.min_stopword_score
         self.critic = critic
         self.analyzer = Analyzer(config.text.language, config.text.stem) if apprentice else None
-        self.d_max = config.apprentice.d_max
         self.apprentice_settings = config.apprentice
         scores_links = link_model is not None and link_model.ready and not config.apprentice.cocitation
         self.link_model, self.link_model_tag = (link_model, link_model_tag) if scores_links else (None, 0)
@@ -99,10 +99,11 @@ class Judge:
         if self.critic is not None and not (judged.language_score is not None
                                             and judged.language_score < self.min_stopword_score):
             if self.analyzer is not None:
-                page_link_windows(self.analyzer, page, self.d_max)
+                page_link_windows(self.analyzer, page, self.apprentice_settings.d_max)
             judged.judgement = self.critic.judge(judged_page)
             if self.link_model is not None and page.links:
-                judged.link_priorities, judged.link_model_tag = self._link_priorities(page, judged.judgement), self.link_model_tag
+                judged.link_priorities = self._link_priorities(page, judged.judgement)
+                judged.link_model_tag = self.link_model_tag
         if self.sign:
             judged.signature = signature(page.text)
         self._keep_what_the_crawl_needs(page)

@@ -186,7 +186,8 @@ class PagePipeline:
             found.append(Discovered(link.url, host, priority, reason))
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = with_link_context(self.critic, page, found, self.config.focus.link_context)
-        scored = self.apprentice.score_links(page, judgement, relevance, found, judged_priorities) if self.apprentice else None
+        scored = (self.apprentice.score_links(page, judgement, relevance, found, judged_priorities)
+                  if self.apprentice else None)
         queue = (page_class(relevance, topic) or item.queue
                  if self.config.focus.queues == "per-topic" else "")
         targets = self.frontier.add(found, depth, item.url_id, scored and scored.known, plan.tunnel, queue)
