@@ -440,9 +440,18 @@ def test_links_scored_by_the_judging_workers_get_the_priorities_this_process_wou
         config["apprentice"]["batch"] = 100_000  # the same model all along: no batch is learnt beside
         (directory / "config.yml").write_text(yaml.safe_dump(config))
         crawler = Crawler.open(directory, max_pages=260)
-        apprentice_model = crawler.apprentice.model
+        apprentice_model, score_links, from_judges = crawler.apprentice.model, crawler.apprentice.score_links, []
+
+        def noting_whence(page, judgement, relevance, found, judged_priorities=None):
+            if page.links:
+                from_judges.append(judged_priorities is not None)
+            return score_links(page, judgement, relevance, found, judged_priorities)
+
+        crawler.apprentice.score_links = noting_whence
         asyncio.run(crawler.run())
         assert crawler.apprentice.model is apprentice_model and apprentice_model.ready
+        assert len(from_judges) > 5  # pages with links; with workers, all but those judged before the model reached them
+        assert sum(from_judges) == 0 if processes == 1 else sum(from_judges) >= len(from_judges) - 1
         db = sqlite3.connect(directory / "crawl.db")
         went_on[processes] = (
             db.execute("SELECT u.url FROM fetches f JOIN urls u ON u.id = f.url_id WHERE f.id > 150 ORDER BY f.id").fetchall(),
