@@ -63,12 +63,16 @@ def site_and_config(serve, tmp_path, processes: int = 1):
     return site, server, path
 
 
-def orphaned_workers() -> list[int]:
-    """Worker processes (multiprocessing's spawn) whose parent is gone."""
+def orphaned_workers(crawl_config: Path) -> list[int]:
+    """Worker processes whose parent is gone: spawned by multiprocessing, or forked from the crawl
+    of ``crawl_config`` (they keep its command line)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"spawn_main" in (entry / "cmdline").read_bytes() \
+            if not entry.name.isdigit():
+                continue
+            command = (entry / "cmdline").read_bytes()
+            if (b"spawn_main" in command or str(crawl_config).encode() in command) \
                     and "PPid:\t1\n" in (entry / "status").read_text():
                 found.append(int(entry.name))
         except OSError:
@@ -120,9 +124,9 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     assert_complete_and_once(site, server, out, in_flight_allowance=IN_FLIGHT)
     if processes > 1:  # the killed crawl's workers do not outlive it
         deadline = time.monotonic() + 5
-        while orphaned_workers() and time.monotonic() < deadline:
+        while orphaned_workers(config_path) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not orphaned_workers(), "a judging worker outlived its crawl"
+        assert not orphaned_workers(config_path), "a judging worker outlived its crawl"
 
 
 class FillingDisk:

@@ -7,6 +7,7 @@ until the main process commits it, so the resume guarantee is unchanged."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 import os
@@ -135,6 +136,7 @@ _worker_version = 0
 def _start_worker(judge: bytes, version: int, parent: int) -> None:
     global _worker_judge, _worker_version
     _worker_judge, _worker_version = pickle.loads(judge), version
+    gc.freeze()  # what it started with (a forked worker: its crawl's objects) is never collected: left unscanned
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -155,12 +157,24 @@ def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: 
     return _worker_judge(body, url, charset, robots_header, template, learning)
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from this process inherit its imports (scikit-learn and SciPy cost each
+    spawned worker about three seconds of CPU) and its stems; forking is only safe while this
+    process has a single thread (a lock another thread holds would stay held in the child), so
+    a pool started later (after a worker died) or beside other threads (tests, the portal) is
+    spawned."""
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
 class JudgePool:
     """``Judge`` in ``processes - 1`` worker processes beside the crawl's own (which fetches and
     stores); 1: everything in the crawl's process. A new critic (a retraining) goes to the
     running workers through a file each reads once: starting new workers would stall the crawl
-    for the seconds their imports take. A critic that cannot be pickled (evaluation's oracles
-    judge by a closure over the truth) is judged in this process."""
+    for the seconds a spawned worker's imports take (:func:`_worker_context`). A critic that
+    cannot be pickled (evaluation's oracles judge by a closure over the truth) is judged in this
+    process."""
 
     def __init__(self, processes: int):
         self.workers = processes - 1
@@ -185,8 +199,11 @@ class JudgePool:
         self.apart = True
         if self._pool is None:
             self._version += 1
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+            context = _worker_context()
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
                                              initializer=_start_worker, initargs=(state, self._version, os.getpid()))
+            if context.get_start_method() == "fork":
+                self._pool.submit(os.getpid)  # the workers are forked now, while this process has one thread
             return
         self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
         written = self._judges / f"{self._version + 1}.pickle.tmp"
