@@ -23,7 +23,7 @@ from warcio.warcwriter import WARCWriter
 from focuscrawl.cli import _run
 from focuscrawl.config import dump_config, load_config
 from focuscrawl.crawler import Crawler
-from focuscrawl.store import WarcArchive
+from focuscrawl.store import WarcArchive, lock_directory
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
 
 pytestmark = pytest.mark.slow
@@ -127,6 +127,18 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
         while orphaned_workers(config_path) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not orphaned_workers(config_path), "a judging worker outlived its crawl"
+
+
+def test_a_killed_crawls_directory_is_free_at_once_though_its_forked_workers_still_run(serve, tmp_path):
+    """Forked judging workers share the crawl's open files: were the directory's lock among them,
+    a kill -9 would leave it held until they notice (a second or more), and `resume` refused."""
+    _, server, config_path = site_and_config(serve, tmp_path, processes=2)
+    out = tmp_path / "crawl"
+    process = start_crawl(config_path, out)
+    wait_for_requests(server, 40, process)
+    process.kill()
+    process.wait(timeout=30)
+    lock_directory(out).close()  # raises CrawlDirError while anyone holds the lock
 
 
 class FillingDisk:
