@@ -325,12 +325,15 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
 
 def test_judging_workers_are_forked_from_a_crawl_with_one_thread_and_spawned_beside_others():
     """Forked workers skip the imports a spawned one pays (seconds of CPU per crawl), but a fork
-    beside another thread could inherit a lock that thread holds: then they are spawned."""
-    probe = ("import threading, focuscrawl.judging as j; print(j._worker_context().get_start_method(), end=' ');"
-             " threading.Thread(target=threading.Event().wait, args=(2,), daemon=True).start();"
-             " print(j._worker_context().get_start_method())")
+    beside another thread could inherit a lock that thread holds, and one in a running event loop
+    its signal handling: then they are spawned."""
+    probe = ("import asyncio, threading, focuscrawl.judging as j\n"
+             "async def in_a_loop(): return j._worker_context().get_start_method()\n"
+             "print(j._worker_context().get_start_method(), asyncio.run(in_a_loop()))\n"
+             "threading.Thread(target=threading.Event().wait, args=(2,), daemon=True).start()\n"
+             "print(j._worker_context().get_start_method())")
     methods = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert methods.split() == ["fork", "spawn"]
+    assert methods.split() == ["fork", "spawn", "spawn"]
 
 
 def test_pages_judged_in_worker_processes_are_the_pages_judged_here(serve, make_config, tmp_path):

@@ -159,13 +159,22 @@ def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
     """Workers forked from this process inherit its imports (scikit-learn and SciPy cost each
-    spawned worker about three seconds of CPU) and its stems; forking is only safe while this
-    process has a single thread (a lock another thread holds would stay held in the child), so
-    a pool started later (after a worker died) or beside other threads (tests, the portal) is
-    spawned."""
-    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+    spawned worker about three seconds of CPU) and its stems. Forking is only safe while this
+    process has a single thread (a lock another thread holds would stay held in the child) and
+    no event loop runs (a signal to the child would reach the loop's signal handling), as when
+    a crawl is opened; a pool started later (after a worker died) or beside other threads
+    (tests, the portal) is spawned."""
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1 and not _loop_running():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class JudgePool:
