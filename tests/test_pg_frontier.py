@@ -5,6 +5,7 @@ elected to take the learning steps."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 import uuid
@@ -25,6 +26,25 @@ def crawl(postgres_dsn):
     yield name
     with connect(postgres_dsn, name) as db:
         db.execute(f"DROP SCHEMA crawl_{name} CASCADE")
+
+
+def test_a_forked_child_lets_go_of_the_crawls_connections_and_its_parent_keeps_them(postgres_dsn, crawl):
+    """A judging worker forked from a shared crawl's worker closes its copies of the database
+    sockets, so a killed worker's session (its election, its locks) ends at once; the parent's
+    connection goes on."""
+    db = connect(postgres_dsn, crawl)
+    socket = db.pgconn.socket
+    child = os.fork()
+    if child == 0:  # the child: exit 0 if the socket is closed here
+        try:
+            os.fstat(socket)
+        except OSError:
+            os._exit(0)
+        os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert db.execute("SELECT 1").fetchone() == (1,)
+    db.close()
 
 
 def worker(dsn: str, crawl: str, name: str, interval: float = 0.0, **options) -> PgFrontier:

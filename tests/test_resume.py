@@ -136,9 +136,11 @@ def test_a_killed_crawls_directory_is_free_at_once_though_its_forked_workers_sti
     out = tmp_path / "crawl"
     process = start_crawl(config_path, out)
     wait_for_requests(server, 40, process)
+    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    assert workers and all(str(config_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in workers)
     process.kill()
     process.wait(timeout=30)
-    lock_directory(out).close()  # raises CrawlDirError while anyone holds the lock
+    lock_directory(out).close()  # raises CrawlDirError while anyone holds the lock (the workers: a second more)
 
 
 class FillingDisk:

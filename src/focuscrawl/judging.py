@@ -136,7 +136,6 @@ _worker_version = 0
 def _start_worker(judge: bytes, version: int, parent: int) -> None:
     global _worker_judge, _worker_version
     _worker_judge, _worker_version = pickle.loads(judge), version
-    gc.freeze()  # what it started with (a forked worker: its crawl's objects) is never collected: left unscanned
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -211,8 +210,12 @@ class JudgePool:
             context = _worker_context()
             self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
                                              initializer=_start_worker, initargs=(state, self._version, os.getpid()))
-            if context.get_start_method() == "fork":
-                self._pool.submit(os.getpid)  # the workers are forked now, while this process has one thread
+            if context.get_start_method() == "fork":  # now, while this process has one thread
+                gc.freeze()  # what they inherit, they never collect: no finalizer of ours runs in them, no page is copied
+                try:
+                    self._pool.submit(os.getpid)
+                finally:
+                    gc.unfreeze()
             return
         self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
         written = self._judges / f"{self._version + 1}.pickle.tmp"

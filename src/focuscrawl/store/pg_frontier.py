@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import psycopg
@@ -104,9 +106,27 @@ def connect(dsn: str, crawl: str) -> psycopg.Connection:
     statement below is its own transaction unless grouped."""
     schema = schema_of(crawl)
     db = psycopg.connect(dsn, autocommit=True)
+    _connections.add(db)
     db.execute(f"SET search_path TO {schema}")
     create_tables(db, schema, "link_clusters", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
     return db
+
+
+_connections: weakref.WeakSet = weakref.WeakSet()  # this process's connections to shared crawls
+
+
+def _let_go_of_inherited_connections() -> None:
+    """A forked child (a judging worker) closes its copies of its parent's sockets: a killed
+    worker's session (its election, its locks) then ends at once, not when its children notice
+    and exit. (psycopg never closes a connection from a process that did not open it.)"""
+    for db in list(_connections):
+        try:
+            os.close(db.pgconn.socket)
+        except (OSError, psycopg.Error):  # closed already
+            pass
+
+
+os.register_at_fork(after_in_child=_let_go_of_inherited_connections)
 
 
 def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> None:
