@@ -63,21 +63,17 @@ def site_and_config(serve, tmp_path, processes: int = 1):
     return site, server, path
 
 
-def orphaned_workers(crawl_config: Path) -> list[int]:
-    """Worker processes whose parent is gone: spawned by multiprocessing, or forked from the crawl
-    of ``crawl_config`` (they keep its command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if not entry.name.isdigit():
-                continue
-            command = (entry / "cmdline").read_bytes()
-            if (b"spawn_main" in command or str(crawl_config).encode() in command) \
-                    and "PPid:\t1\n" in (entry / "status").read_text():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+def workers_of(process: subprocess.Popen) -> list[int]:
+    """The crawl's judging worker processes (its children)."""
+    return [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+
+
+def running(pid: int) -> bool:
+    """Whether the process runs (not gone, nor a zombie left for whoever adopted it to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def reachable_urls(site) -> set[str]:
@@ -112,6 +108,8 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     out = tmp_path / "crawl"
     process = start_crawl(config_path, out)
     wait_for_requests(server, 80, process)
+    workers = workers_of(process)
+    assert len(workers) == processes - 1
     process.send_signal(signum)
     returncode = process.wait(timeout=30)
     status = json.loads(focuscrawl("status", out, "--json").stdout)
@@ -124,9 +122,9 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     assert_complete_and_once(site, server, out, in_flight_allowance=IN_FLIGHT)
     if processes > 1:  # the killed crawl's workers do not outlive it
         deadline = time.monotonic() + 5
-        while orphaned_workers(config_path) and time.monotonic() < deadline:
+        while any(map(running, workers)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not orphaned_workers(config_path), "a judging worker outlived its crawl"
+        assert not any(map(running, workers)), "a judging worker outlived its crawl"
 
 
 def test_a_killed_crawls_directory_is_free_at_once_though_its_forked_workers_still_run(serve, tmp_path):
@@ -136,7 +134,7 @@ def test_a_killed_crawls_directory_is_free_at_once_though_its_forked_workers_sti
     out = tmp_path / "crawl"
     process = start_crawl(config_path, out)
     wait_for_requests(server, 40, process)
-    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    workers = workers_of(process)
     assert workers and all(str(config_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in workers)
     process.kill()
     process.wait(timeout=30)
