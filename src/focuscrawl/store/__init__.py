@@ -2,8 +2,9 @@
 (fetches, documents, links, models, logs; :mod:`.repository`), the queries of the learning
 loops and the tools (:mod:`.queries`), the search index (:mod:`.search_index`), near-duplicate
 records (:mod:`.near_duplicates`), the frontier's SQLite backend (:mod:`.frontier`), the
-file layout (:mod:`.layout`), and the PostgreSQL backend of a crawl shared by workers
-(:mod:`.pg_frontier`, :mod:`.pg_repository`). Nothing else opens the database."""
+file layout (:mod:`.layout`), the PostgreSQL backend of a crawl shared by workers
+(:mod:`.pg_frontier`, :mod:`.pg_repository`), and what a forked judging worker lets go of
+(:mod:`.inherited`). Nothing else opens the database."""
 
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.layout import CrawlDir

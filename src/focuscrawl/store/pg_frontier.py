@@ -22,13 +22,13 @@ import math
 import os
 import re
 import time
-import weakref
 from dataclasses import dataclass, field
 
 import psycopg
 
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.frontier import CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
+from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 NOW = "extract(epoch from clock_timestamp())"
@@ -105,28 +105,19 @@ def connect(dsn: str, crawl: str) -> psycopg.Connection:
     """A connection whose tables are the crawl's (its schema, created if new); autocommit: every
     statement below is its own transaction unless grouped."""
     schema = schema_of(crawl)
-    db = psycopg.connect(dsn, autocommit=True)
-    _connections.add(db)
+    db = not_inherited(psycopg.connect(dsn, autocommit=True), _close_socket)
     db.execute(f"SET search_path TO {schema}")
     create_tables(db, schema, "link_clusters", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
     return db
 
 
-_connections: weakref.WeakSet = weakref.WeakSet()  # this process's connections to shared crawls
-
-
-def _let_go_of_inherited_connections() -> None:
-    """A forked child (a judging worker) closes its copies of its parent's sockets: a killed
-    worker's session (its election, its locks) then ends at once, not when its children notice
-    and exit. (psycopg never closes a connection from a process that did not open it.)"""
-    for db in list(_connections):
-        try:
-            os.close(db.pgconn.socket)
-        except (OSError, psycopg.Error):  # closed already
-            pass
-
-
-os.register_at_fork(after_in_child=_let_go_of_inherited_connections)
+def _close_socket(db: psycopg.Connection) -> None:
+    """A forked child's copy of the connection's socket (psycopg never closes a connection from a
+    process that did not open it)."""
+    try:
+        os.close(db.pgconn.socket)
+    except (OSError, psycopg.Error):  # closed already
+        pass
 
 
 def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> None:

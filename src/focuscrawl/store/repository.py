@@ -11,7 +11,6 @@ import logging
 import os
 import sqlite3
 import time
-import weakref
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from warcio.warcwriter import WARCWriter
 from focuscrawl.fetch.http import Response
 from focuscrawl.frontier import Frontier
 from focuscrawl.store.frontier import SqliteFrontier
+from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.near_duplicates import RunningRecords
 from focuscrawl.store.queries import Queries, read_only
@@ -89,22 +89,7 @@ def lock_directory(directory: Path):
     except BlockingIOError:
         lock.close()
         raise CrawlDirError(f"{directory}: another focuscrawl process is crawling this directory") from None
-    _held_locks.add(lock)
-    return lock
-
-
-_held_locks: weakref.WeakSet = weakref.WeakSet()  # the directory locks this process took and still holds
-
-
-def _let_go_of_inherited_locks() -> None:
-    """A forked child (a judging worker) closes its copies of its parent's locks: a lock lasts
-    while any process has it open, so otherwise a killed crawl's directory would stay locked
-    until its workers noticed and exited."""
-    for lock in list(_held_locks):
-        lock.close()
-
-
-os.register_at_fork(after_in_child=_let_go_of_inherited_locks)
+    return not_inherited(lock, lambda held: held.close())
 
 
 T = TypeVar("T")
