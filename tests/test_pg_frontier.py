@@ -90,6 +90,19 @@ def test_a_leased_host_is_asked_by_its_lessee_only_and_the_best_host_goes_first(
     assert all(item is None or item.host != "best.test" for item in taken)
 
 
+def test_a_worker_holds_no_more_than_its_share_of_the_hosts_among_the_live_workers(postgres_dsn, crawl):
+    a, b = worker(postgres_dsn, crawl, "a"), worker(postgres_dsn, crawl, "b")
+    a.add([link for host in range(4) for link in urls_of(f"h{host}.test", 0.5, count=5)], 1, None)
+    a.resync()  # as every second: 4 hosts with URLs, 2 live workers
+    taken = [a.next_ready() for _ in range(8)]  # 2 connections a host
+    assert len(a.leases) == 2 and {item.host for item in taken if item} == set(a.leases)
+    b.resync()
+    assert {b.next_ready().host for _ in range(4)}.isdisjoint(a.leases) and len(b.leases) == 2
+    b.close()  # a stopped worker's share goes to the others
+    a.resync()
+    assert a.share == 4
+
+
 def test_urls_of_a_worker_whose_lease_expired_go_to_another_and_its_late_finish_is_counted_lost(postgres_dsn, crawl):
     dead = worker(postgres_dsn, crawl, "dead", batch=5, lease_seconds=0.3)
     dead.add(links(5, 1), 1, None)

@@ -8,7 +8,8 @@ that host: its politeness interval and connection limit are the lessee's, kept b
 :class:`~focuscrawl.fetch.hosts.Hosts` clock, and when the lease ends the next allowed start is
 written back, so the interval holds across the hand-over too. A worker renews its leases as it
 goes; a lease that expires (the worker was killed) frees the host, its URLs in flight queued
-again (every worker looks for expired leases about once a second). The seen set is a unique
+again (every worker looks for expired leases about once a second). A worker holds at most its
+share of the hosts with URLs to fetch among the live workers. The seen set is a unique
 index on a 64-bit hash of the URL, on disk.
 All times are the database's clock, so workers on several machines agree.
 
@@ -81,6 +82,10 @@ CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how th
 
 
 URL_HASH_SQL = "('x' || left(md5({}), 16))::bit(64)::bigint"  # the same, computed by the server (bulk loads)
+
+
+# workers running: one unseen for two minutes (a worker renews its leases every 10 s) was killed
+LIVE_WORKERS = f"workers WHERE stopped_at IS NULL AND seen_at > {NOW} - 120"
 
 
 def url_hash(url: str) -> int:
@@ -332,6 +337,7 @@ class PgFrontier(HostLeases):
         self.db, self.worker, self.hosts = db, worker, hosts
         self.order, self.cluster_prior = HandOutOrder(order, band), link_clusters
         self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
+        self.share = leases  # hosts this worker may hold: its fair share of the open hosts among the live workers
         self.leases: dict[str, Lease] = {}
         self.size = 0  # URLs queued over the whole frontier, as last counted
         self.in_flight = 0  # this worker's
@@ -352,13 +358,18 @@ class PgFrontier(HostLeases):
     def resync(self) -> None:
         """Count again (about once a second): the URLs fetched by every worker, and the queued
         URLs and the other workers' URLs in flight up to ``COUNT_CAP`` each (an exact count of
-        10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate)."""
-        self.done, queued, others, self.order.best_queued = self.db.execute(
+        10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate);
+        this worker's share of the hosts with URLs to fetch (a web of few hosts would otherwise
+        be held by the first worker, the others waiting for its batches to end)."""
+        self.done, queued, others, self.order.best_queued, live, open_hosts = self.db.execute(
             f"SELECT (SELECT COALESCE(SUM(done), 0)::bigint FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
             f" state = {QUEUED} LIMIT {COUNT_CAP}) AS q), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state ="
-            f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f), (SELECT MAX(best) FROM hosts WHERE status <> 'bad')",
-            (self.worker,)).fetchone()
+            f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f), (SELECT MAX(best) FROM hosts WHERE status <> 'bad'),"
+            f" (SELECT COUNT(*) FROM {LIVE_WORKERS}), (SELECT COUNT(*) FROM (SELECT 1 FROM hosts WHERE status <> 'bad'"
+            f" AND (best IS NOT NULL OR lease_owner IS NOT NULL) LIMIT %s) AS h)",
+            (self.worker, self.max_leases * 256)).fetchone()
         self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
+        self.share = min(self.max_leases, -(-open_hosts // max(1, live))) if open_hosts else self.max_leases
         self.others_in_flight = others
         self._counted = self._done_counted = time.monotonic()
         if self._links_added >= self._analyze_at:  # a young crawl's table outgrows its statistics within seconds,
@@ -439,7 +450,7 @@ class PgFrontier(HostLeases):
                  if lease.items and self._may_ask(lease.host, now) and lease.items[0].priority >= bar]
         if not ready and now >= self._waiting_until:
             self._give_up_below(bar)
-            if len(self.leases) < self.max_leases:
+            if len(self.leases) < self.share:
                 lease = self._lease(bar)
                 ready = [lease] if lease is not None and self._may_ask(lease.host, now) else []
         if not ready:
@@ -481,7 +492,7 @@ class PgFrontier(HostLeases):
         now, bar = time.monotonic(), self.order.bar(self.leases.values())
         waits = [self.hosts[name].next_start - now for name, lease in self.leases.items()
                  if lease.items and lease.items[0].priority >= bar]
-        if len(self.leases) < self.max_leases or any(self._held_back(lease, bar) for lease in self.leases.values()):
+        if len(self.leases) < self.share or any(self._held_back(lease, bar) for lease in self.leases.values()):
             waits.append(self._waiting_until - now)  # another host to lease (after giving one back)
         return max(0.0, min(waits)) if waits else None
 

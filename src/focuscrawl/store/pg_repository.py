@@ -29,7 +29,7 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
-from focuscrawl.store.pg_frontier import NOW, PgFrontier
+from focuscrawl.store.pg_frontier import LIVE_WORKERS, NOW, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import NewInstances, WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
@@ -155,7 +155,6 @@ _SAME_LINK = ("ON CONFLICT (target_id, md5(features)) DO UPDATE SET copies = lin
 T = TypeVar("T")
 UNIT_ATTEMPTS = 5  # a page's unit that keeps deadlocking fails after this many runs
 LEAD_RETRY = 5.0  # seconds between a worker's tries to take the learning steps over
-WORKER_GONE = 120  # seconds without a sign of life after which a worker was killed (leases renew every 10 s)
 
 
 class PgPlaceholders:
@@ -207,8 +206,7 @@ class PgQueries(PgPlaceholders, PortableQueries):
     def crawl_state(self, meta: dict[str, str]) -> str:
         """Running while a worker runs (one unseen for two minutes was killed); then what the last
         worker to stop said, or 'stopped' if none could say."""
-        if self.db.execute(f"SELECT 1 FROM workers WHERE stopped_at IS NULL AND seen_at > {NOW} - {WORKER_GONE}"
-                           f" LIMIT 1").fetchone():
+        if self.db.execute(f"SELECT 1 FROM {LIVE_WORKERS} LIMIT 1").fetchone():
             return "running"
         state = meta.get("state", "new")
         return "stopped" if state in ("running", "paused") else state
