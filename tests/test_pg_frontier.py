@@ -155,18 +155,23 @@ def test_no_url_below_the_band_goes_while_a_better_one_waits_for_its_host(postgr
 
 
 def test_a_shared_crawls_host_keeps_its_lease_until_the_pages_of_its_batch_are_stored(postgres_dsn, crawl):
-    """A fetch that is over does not free its host (hang_up): a lease given back with a page in
-    flight would not return that URL to the queue, should the worker be killed before storing it."""
-    a = worker(postgres_dsn, crawl, "a", batch=2)
+    """A fetch that is over frees its host's connection for the lease's next URL (hang_up), but
+    not the lease: one given back with a page in flight would not return that URL to the queue,
+    should the worker be killed before storing it."""
+    a, b = worker(postgres_dsn, crawl, "a", batch=3), worker(postgres_dsn, crawl, "b")
     a.add(urls_of("h0.test", 0.5), 1, None)
     taken = [a.next_ready(), a.next_ready()]
+    assert a.next_ready() is None  # 2 connections a host
     for item in taken:
         a.hang_up(item)
-    assert a.next_ready() is None and a.hosts["h0.test"].active == 2
+    assert a.hosts["h0.test"].active == 0
+    taken.append(a.next_ready())  # the batch's third URL, while the first two are stored
+    a.hang_up(taken[2])
+    a.release(taken[2])
     a.release(taken[0])
-    assert list(a.leases) == ["h0.test"]  # the second page is still in flight
+    assert list(a.leases) == ["h0.test"] and b.next_ready() is None  # the second page is still in flight
     a.release(taken[1])
-    assert not a.leases and a.in_flight == 0
+    assert not a.leases and a.in_flight == 0 and a.hosts["h0.test"].active == 0
 
 
 @pytest.mark.parametrize("leases", [1, 16])

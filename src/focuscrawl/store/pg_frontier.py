@@ -256,6 +256,7 @@ class Lease:
 
     host: str
     items: list[Item] = field(default_factory=list)
+    in_flight: int = 0  # its URLs handed out and not yet stored: the lease is kept until they are
 
 
 class HostLeases(FrontierSteps):
@@ -306,7 +307,7 @@ class HostLeases(FrontierSteps):
 
     def _held_back(self, lease: Lease, bar: float) -> bool:
         """Whether the order holds a lease's URLs back (none of them in flight: it may be given back)."""
-        return self.hosts[lease.host].active == 0 and (not lease.items or lease.items[0].priority < bar)
+        return lease.in_flight == 0 and (not lease.items or lease.items[0].priority < bar)
 
     def _give_back(self, lease: Lease) -> None:
         """End a lease: the host's next allowed start and best priority go back to the table."""
@@ -458,6 +459,7 @@ class PgFrontier(HostLeases):
         lease = max(ready, key=lambda lease: lease.items[0].priority)
         item = lease.items.pop(0)
         self.hosts[item.host].active += 1
+        lease.in_flight += 1
         self.in_flight += 1
         return item
 
@@ -528,17 +530,24 @@ class PgFrontier(HostLeases):
         return bool(mine)
 
     def hang_up(self, item: Item) -> None:
-        """Nothing yet: a shared crawl's host keeps the connection (and the lease) until the page
-        is stored, as a lease given back with a page in flight would not bring its URL back to
-        the queue, should the worker be killed before it stores it."""
+        """The fetch is over: the host's connection may take the lease's next URL while this page
+        is judged and stored (as the SQLite frontier's). The lease is kept until the page is
+        stored: one given back with a page in flight would not bring its URL back to the queue,
+        should the worker be killed before it stores it."""
+        if item.connected:
+            item.connected = False
+            self.hosts[item.host].active -= 1
 
     def release(self, item: Item) -> None:
-        """Free the host's connection slot; a lease whose batch is fetched is given back."""
-        self.hosts[item.host].active -= 1
+        """The page is stored or abandoned (its connection freed, if :meth:`hang_up` has not); a
+        lease whose batch is fetched and stored is given back."""
+        self.hang_up(item)
         self.in_flight -= 1
         lease = self.leases.get(item.host)
-        if lease is not None and not lease.items and self.hosts[item.host].active == 0:
-            self._give_back(lease)
+        if lease is not None:
+            lease.in_flight -= 1
+            if not lease.items and lease.in_flight == 0:
+                self._give_back(lease)
 
     def close(self) -> None:
         """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
