@@ -29,7 +29,7 @@ from focuscrawl.fetch.http import Response
 from focuscrawl.store import pg_frontier
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
-from focuscrawl.store.pg_frontier import LIVE_WORKERS, NOW, PgFrontier
+from focuscrawl.store.pg_frontier import LIVE_WORKERS, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
 from focuscrawl.store.repository import NewInstances, WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
