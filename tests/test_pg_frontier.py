@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from focuscrawl.config import validate_config
+from focuscrawl.fetch.http import Response
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, Discovered
 from focuscrawl.store.pg_frontier import PgFrontier, connect
@@ -277,6 +280,42 @@ def test_an_earlier_crawls_links_given_new_ids_merge_where_they_become_the_same(
                                 ).fetchall() == [(10, b"same", 3, 0.6), (11, b"same", 1, 0.2)]
     finally:
         store.close()
+
+
+def test_the_apprentices_instances_are_read_beside_a_shared_crawl_once_each_unit_with_an_older_id_committed(
+        postgres_dsn, crawl, tmp_path):
+    """The elected worker's apprentice reads its batch in a thread, on a connection of its own;
+    a page another worker is storing (its ids taken, not yet committed) is waited for, not
+    passed over by the watermarks."""
+    lead, other = (PgRepository(postgres_dsn, crawl, tmp_path, name, warc=False) for name in ("w1", "w2"))
+    try:
+        for store in (lead, other):
+            store.track_instances()
+        lead.run_unit(lambda: lead.record_link_features([(1, 10, b"f10f", 0.5), (1, 11, b"f11f", 0.5)]))
+        batches = []
+        with other.transaction():
+            fetch = other.record_fetch(11, 1, 1, Response("http://a.test/11", "http://a.test/11", time.time(), 200))
+            other.record_document(11, fetch, SimpleNamespace(title="t", text="x", canonical=None, charset="utf-8",
+                                                             noindex=False), "digest", None, 0.2, None)
+            reader = lead.instance_reader()
+            assert reader.db is not lead.db
+
+            def learn():
+                with reader.snapshot():
+                    batches.append(reader.new_instances())
+
+            thread = threading.Thread(target=learn)
+            thread.start()
+            thread.join(0.5)
+            assert thread.is_alive()  # waiting for the other worker's page
+        thread.join(5)
+        assert batches[0].rows == [(b"f11f", 0.2, 1, 0.5, 11)] and reader.db.closed
+        lead.run_unit(lambda: lead.mark_learnt(batches[0]))
+        with lead.instance_reader().snapshot() as again:
+            assert again.new_instances().rows == []
+    finally:
+        lead.close()
+        other.close()
 
 
 def test_the_learning_steps_queue_left_aside_urls_again_and_put_hub_links_first(postgres_dsn, crawl):

@@ -198,18 +198,13 @@ class ApprenticeLoop:
         every queued URL (the best of its incoming links): read and computed in a thread beside
         the crawl, on a snapshot of it (:meth:`Repository.instance_reader`), while the crawl goes
         on scoring with the model it has; kept on the crawl loop (:meth:`_keep`). One batch at a
-        time: pages stored meanwhile wait for the next. A shared crawl's elected worker learns
-        on its own connection, between its pages."""
+        time: pages stored meanwhile wait for the next. In a shared crawl, the elected worker
+        learns so."""
         if self._studying:
             return
         clock = time.perf_counter()
         rescored_at = self.store.get_meta("apprentice_rescored_at")
         reader = self.store.instance_reader()
-        if reader is None:  # a unit may run again after a deadlock: each run learns on a copy
-            lesson = self.store.run_unit(lambda: self._study(self.store, copy.deepcopy(self.model), rescored_at))
-            self.stage_seconds["apprentice"] += time.perf_counter() - clock
-            self._keep(lesson)
-            return
         self._studying = True
         model = copy.deepcopy(self.model)  # taken here: the crawl's own goes on scoring (and caching its weights)
         self.stage_seconds["apprentice"] += time.perf_counter() - clock

@@ -335,15 +335,15 @@ class PgApprenticeInstances:
             (after[0], newest[0], after[1], newest[1])).fetchall()
         return NewInstances([row[1:] for row in rows], [row[0] for row in rows], tuple(newest))
 
+    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
+        """The URL of each id (the truth-labelled apprentice's instance targets)."""
+        return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
+
     def mark_learnt(self, instances: NewInstances) -> None:
         """``instances`` are in the apprentice now (call in the unit that saves it)."""
         self.db.execute("UPDATE link_features SET learnt = true WHERE id = ANY(%s)", (instances.ids,))
         fetches, links = instances.newest
         self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
-
-    def instance_reader(self) -> None:
-        """None: the elected worker learns on its own connection, between its pages."""
-        return None
 
     def queued_link_features(self):
         """(target id, features, source's critic score) of every link to a queued URL, ordered by
@@ -390,6 +390,7 @@ class PgRepository(PgApprenticeInstances):
         if not worker.replace("-", "").isalnum():
             raise ValueError(f"worker id {worker!r}: use letters, digits and -")
         self.worker, self.lease_seconds = worker, lease_seconds
+        self.dsn, self.crawl = dsn, crawl
         self.directory = Path(directory)
         self.files = CrawlDir(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -544,15 +545,16 @@ class PgRepository(PgApprenticeInstances):
                                     " d.relevance IS NOT NULL AND u.url_hash = ANY(%s)",
                                     ([pg_frontier.url_hash(url) for url in urls],)).fetchall())
 
-    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
-        return dict(self.db.execute("SELECT id, url FROM urls WHERE id = ANY(%s)", (url_ids,)).fetchall())
-
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
         """New priorities of queued URLs, (priority, id), and their hosts' best."""
         hosts = {host for (host,) in self.db.execute(
             f"UPDATE urls SET priority = t.p FROM unnest(%s::float8[], %s::bigint[]) AS t(p, id) WHERE urls.id = t.id"
             f" AND urls.state = {QUEUED} RETURNING urls.host", ([p for p, _ in rows], [i for _, i in rows]))}
         pg_frontier.recount_best(self.db, hosts)
+
+    def instance_reader(self) -> PgInstanceReader:
+        """The apprentice's reads for a thread beside the crawl, on a connection of their own."""
+        return PgInstanceReader(self.dsn, self.crawl)
 
     def leads(self) -> bool:
         """Whether this worker takes the crawl's learning steps: one worker at a time, elected by a
@@ -576,6 +578,25 @@ class PgRepository(PgApprenticeInstances):
             self.harvest_log = open(self.directory / f"harvest-{self.worker}.jsonl", "a", encoding="utf-8")
         self.harvest_log.write(json.dumps({**entry, "worker": self.worker}) + "\n")
         self.harvest_log.flush()
+
+
+class PgInstanceReader(PgApprenticeInstances):
+    """The apprentice's instances and queued links read in a thread beside the elected worker's
+    crawl (the SQLite crawl's :class:`~.repository.InstanceReader`)."""
+
+    get_meta = PgRepository.get_meta
+
+    def __init__(self, dsn: str, crawl: str):
+        self.db = pg_frontier.connect(dsn, crawl)
+        self.queries = PgQueries(self.db)
+        self.track_instances()
+
+    @contextmanager
+    def snapshot(self):
+        """The reads inside, as one transaction (each sees what was committed when it began: the
+        instances' watermarks need no more, see :meth:`new_instances`); the connection is closed after."""
+        with closing(self.db), self.db.transaction():
+            yield self
 
 
 SNAPSHOT_TABLES = ("meta", "urls", "fetches", "documents", "links", "hosts", "models", "sitemaps", "adaptations",
