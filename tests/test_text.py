@@ -1,5 +1,6 @@
 import pickle
 import random
+import threading
 from collections import Counter
 
 import pytest
@@ -7,7 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from focuscrawl import text
-from focuscrawl.text import Analyzer, foreign_stopword_set, stopword_score, stopword_set, tokens, word_counts
+from focuscrawl.text import (Analyzer, foreign_stopword_set, remembered_frequencies, stopword_score, stopword_set, tokens,
+                             word_counts)
 
 ENGLISH = (
     "The crawler downloads pages from the web and it keeps only those that are about the topic "
@@ -205,3 +207,19 @@ def test_a_preview_from_the_leaves_terms_reads_only_the_heavy_leaves_and_finds_t
         weights = {word: rng.choice([0.0, 0.5, 1.0, rng.random()]) for word in rng.sample(words, 6)}  # ties too
         expected = topic_preview(leaves, weights, analyzer, sentences=3)
         assert topic_preview(leaves, weights, analyzer, 3, terms=analyzer.leaf_terms(leaves)) == expected, trial
+
+
+def test_a_retraining_step_analyses_each_text_once_and_forgets_after():
+    """Inside ``remembered_frequencies`` every analyzer of the same settings, in this thread, reads
+    a text's terms from the first analysis; another thread, other settings and the time after analyse again."""
+    with remembered_frequencies():
+        first = Analyzer().term_frequencies(ENGLISH)
+        assert Analyzer().term_frequencies(ENGLISH) is first
+        assert Analyzer(stem=False).term_frequencies(ENGLISH) is not first
+        elsewhere = []
+        thread = threading.Thread(target=lambda: elsewhere.append(Analyzer().term_frequencies(ENGLISH)))
+        thread.start()
+        thread.join()
+        assert elsewhere[0] is not first and elsewhere[0] == first
+    after = Analyzer().term_frequencies(ENGLISH)
+    assert after is not first and after == first

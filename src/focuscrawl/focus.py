@@ -37,6 +37,7 @@ from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
 from focuscrawl.learn import CRITIC_MODEL, RELEVANT, Critic, ModelError, model_from_bytes
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
+from focuscrawl.text import remembered_frequencies
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
@@ -496,7 +497,8 @@ class Retraining:
 
         def fitted():
             try:
-                return fit(critic, data)
+                with remembered_frequencies():  # the step's pages are analysed once, whatever it fits
+                    return fit(critic, data)
             except (ModelError, ValueError) as err:
                 return critic, {"error": str(err)}
             except Exception as err:  # noqa: BLE001 - a bug: the crawl goes on with its critic, and so do the steps

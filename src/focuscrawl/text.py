@@ -5,9 +5,11 @@ feature selection by Mutual Information or Information Gain (thesis §2.2.1, §2
 from __future__ import annotations
 
 import re
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -97,6 +99,22 @@ class LeafTerms(NamedTuple):
         return dict(zip(self.vocabulary, np.bincount(self.codes, minlength=len(self.vocabulary)).tolist()))
 
 
+_step = threading.local()  # ``frequencies``: the memo of a thread inside ``remembered_frequencies``
+
+
+@contextmanager
+def remembered_frequencies():
+    """Inside, in this thread, each text's ``term_frequencies`` are worked out once: a critic's
+    retraining reads the same pages for its reliable negatives, its fit and its terms' weights
+    (the texts are in memory for the step anyway; their frequencies are forgotten after it)."""
+    outer = getattr(_step, "frequencies", None)
+    _step.frequencies = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _step.frequencies = outer
+
+
 class Analyzer:
     """The one text pipeline shared by the critic and everything that needs terms."""
 
@@ -167,11 +185,16 @@ class Analyzer:
         """The terms of ``text`` (or of its ``word_counts``, if made already) with their counts.
         Words are counted before stemming, so each distinct word is stemmed once (a page has ~7x
         more words than distinct ones): this is the first step of classifying every fetched page."""
+        memo = getattr(_step, "frequencies", None) if words is None else None
+        if memo is not None and (known := memo.get((self.terms_key, text))) is not None:
+            return known
         words = word_counts(text) if words is None else words
         kept = [w for w in words if len(w) > 1 and w not in self._stop]
         frequencies: dict[str, int] = {}
         for word, term in zip(kept, self._stem(kept)):
             frequencies[term] = frequencies.get(term, 0) + words[word]
+        if memo is not None:
+            memo[self.terms_key, text] = frequencies
         return frequencies
 
     def _stem(self, words: list[str]) -> list[str]:
