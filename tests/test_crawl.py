@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.crawler import Crawler
-from focuscrawl.judging import Judge, JudgePool
+from focuscrawl.judging import JUDGES_PREFIX, Judge, JudgePool
 from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
@@ -321,6 +325,23 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
     assert first.judgement.relevance > 0.5 > second.judgement.relevance
     assert workers_after == workers_before
     assert not folder.exists()  # the handed-over critics go with the pool
+
+
+def test_the_judges_a_killed_crawl_left_behind_are_removed_by_the_next_and_a_running_crawls_are_kept(make_config):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid is free now: a crawl that was killed
+    left = Path(tempfile.mkdtemp(prefix=f"{JUDGES_PREFIX}{gone.pid}-"))
+    (left / "1.pickle").write_bytes(b"a critic and its examples")
+    running = Path(tempfile.mkdtemp(prefix=f"{JUDGES_PREFIX}{os.getppid()}-"))
+    config = make_config(seeds=["http://x/"])
+    pool = JudgePool(2)
+    try:
+        pool.use(Judge(config, None, apprentice=False))
+        pool.use(Judge(config, None, apprentice=False))  # the second is handed over in a folder
+        assert pool._judges.exists() and not left.exists() and running.exists()
+    finally:
+        pool.close()
+        shutil.rmtree(running)
 
 
 def test_judging_workers_are_forked_from_a_crawl_with_one_thread_and_spawned_beside_others():

@@ -168,6 +168,29 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+JUDGES_PREFIX = "focuscrawl-judges-"  # then the pid of the crawl that hands its judges over in it
+
+
+def _judges_folder() -> Path:
+    """A new folder for the judges this process hands over to its workers; those left by crawls
+    that were killed (their process is gone) are removed: a critic holds the user's examples."""
+    for left in Path(tempfile.gettempdir()).glob(f"{JUDGES_PREFIX}*"):
+        pid = left.name[len(JUDGES_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{JUDGES_PREFIX}{os.getpid()}-"))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -217,7 +240,7 @@ class JudgePool:
                 finally:
                     gc.unfreeze()
             return
-        self._judges = self._judges or Path(tempfile.mkdtemp(prefix="focuscrawl-judges-"))
+        self._judges = self._judges or _judges_folder()
         written = self._judges / f"{self._version + 1}.pickle.tmp"
         written.write_bytes(state)
         written.rename(written.with_suffix(""))  # whole before any worker reads it
