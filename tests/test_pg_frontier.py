@@ -162,7 +162,7 @@ def test_a_shared_crawls_host_keeps_its_lease_until_the_pages_of_its_batch_are_s
     not the lease: one given back with a page in flight would not return that URL to the queue,
     should the worker be killed before storing it."""
     a, b = worker(postgres_dsn, crawl, "a", batch=3), worker(postgres_dsn, crawl, "b")
-    a.add(urls_of("h0.test", 0.5), 1, None)
+    a.add(urls_of("h0.test", 0.5, count=5), 1, None)  # two left queued: b would take the host if a gave it back
     taken = [a.next_ready(), a.next_ready()]
     assert a.next_ready() is None  # 2 connections a host
     for item in taken:
@@ -175,6 +175,24 @@ def test_a_shared_crawls_host_keeps_its_lease_until_the_pages_of_its_batch_are_s
     assert list(a.leases) == ["h0.test"] and b.next_ready() is None  # the second page is still in flight
     a.release(taken[1])
     assert not a.leases and a.in_flight == 0 and a.hosts["h0.test"].active == 0
+
+
+def test_a_host_leased_again_after_its_lease_lapsed_is_kept_while_the_first_leases_page_is_in_flight(
+        postgres_dsn, crawl):
+    """A stalled worker's lease expires and is reaped while its page is in flight; the worker
+    leases the host again: the page of the first lease still counts, and the new lease is not
+    given back while the new lease's own page is in flight."""
+    a = worker(postgres_dsn, crawl, "a", batch=1, lease_seconds=0.3)
+    a.add(urls_of("h0.test", 0.5, count=4), 1, None)
+    first = a.next_ready()
+    time.sleep(0.4)
+    a._reap()  # as any worker does about once a second
+    second = a.next_ready()
+    assert second is not None and second.host == "h0.test"
+    a.release(first)
+    assert list(a.leases) == ["h0.test"]  # second is in flight under it
+    a.release(second)
+    assert not a.leases
 
 
 @pytest.mark.parametrize("leases", [1, 16])

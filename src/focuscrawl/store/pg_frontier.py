@@ -366,9 +366,9 @@ class PgFrontier(HostLeases):
             f"SELECT (SELECT COALESCE(SUM(done), 0)::bigint FROM workers), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE"
             f" state = {QUEUED} LIMIT {COUNT_CAP}) AS q), (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state ="
             f" {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f), (SELECT MAX(best) FROM hosts WHERE status <> 'bad'),"
-            f" (SELECT COUNT(*) FROM {LIVE_WORKERS}), (SELECT COUNT(*) FROM (SELECT 1 FROM hosts WHERE status <> 'bad'"
-            f" AND (best IS NOT NULL OR lease_owner IS NOT NULL) LIMIT %s) AS h)",
-            (self.worker, self.max_leases * 256)).fetchone()
+            f" (SELECT COUNT(*) FROM workers WHERE stopped_at IS NULL AND seen_at > {NOW} - %s), (SELECT COUNT(*) FROM"
+            f" (SELECT 1 FROM hosts WHERE status <> 'bad' AND (best IS NOT NULL OR lease_owner IS NOT NULL) LIMIT %s) AS h)",
+            (self.worker, self.lease_seconds, self.max_leases * 256)).fetchone()  # live: its leases would hold
         self.size = queued if queued < COUNT_CAP else max(COUNT_CAP, self.size)
         self.share = min(self.max_leases, -(-open_hosts // max(1, live))) if open_hosts else self.max_leases
         self.others_in_flight = others
@@ -485,7 +485,8 @@ class PgFrontier(HostLeases):
                             (self.worker if items else None, self.lease_seconds if items else -1e9, name, name))
         if not items:  # its best was stale: none queued any more
             return None
-        lease = self.leases[name] = Lease(name, items)
+        held = self.leases.get(name)  # this worker's own lease, expired and reaped, with pages still in flight
+        lease = self.leases[name] = Lease(name, items, in_flight=held.in_flight if held else 0)
         return lease
 
     def seconds_to_next(self) -> float | None:
