@@ -316,10 +316,10 @@ def test_the_apprentices_instances_are_read_beside_a_shared_crawl_once_each_unit
             other.record_document(11, fetch, SimpleNamespace(title="t", text="x", canonical=None, charset="utf-8",
                                                              noindex=False), "digest", None, 0.2, None)
             reader = lead.instance_reader()
-            assert reader.db is not lead.db
 
             def learn():
                 with reader.snapshot():
+                    assert reader.db is not lead.db
                     batches.append(reader.new_instances())
 
             thread = threading.Thread(target=learn)

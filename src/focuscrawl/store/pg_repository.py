@@ -587,15 +587,16 @@ class PgInstanceReader(PgApprenticeInstances):
     get_meta = PgRepository.get_meta
 
     def __init__(self, dsn: str, crawl: str):
-        self.db = pg_frontier.connect(dsn, crawl)
-        self.queries = PgQueries(self.db)
-        self.track_instances()
+        self.dsn, self.crawl = dsn, crawl
 
     @contextmanager
     def snapshot(self):
         """The reads inside, as one transaction (each sees what was committed when it began: the
-        instances' watermarks need no more, see :meth:`new_instances`); the connection is closed after."""
-        with closing(self.db), self.db.transaction():
+        instances' watermarks need no more, see :meth:`new_instances`), on a connection opened
+        here, in the thread, and closed after."""
+        with closing(pg_frontier.connect(self.dsn, self.crawl)) as self.db, self.db.transaction():
+            self.queries = PgQueries(self.db)
+            self.track_instances()
             yield self
 
 
