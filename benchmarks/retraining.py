@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from contextlib import closing, nullcontext
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 from focuscrawl.config import load_config
 from focuscrawl.crawler import crawl_critic
 from focuscrawl.focus import negatives_critic, unlabeled_pages
+from focuscrawl.learn import ModelError
 from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.queries import Queries, read_only
 from focuscrawl.text import remembered_frequencies
@@ -32,10 +34,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--analyse-each-time", action="store_true")
     args = parser.parse_args()
-    critic = crawl_critic(args.crawl)
-    config = load_config(CrawlDir(args.crawl).config)
-    with closing(read_only(args.crawl)) as db:
-        rows = unlabeled_pages(critic, Queries(db), [str(seed) for seed in config.seeds], seed=0)
+    try:
+        critic = crawl_critic(args.crawl)
+        config = load_config(CrawlDir(args.crawl).config)
+        with closing(read_only(args.crawl)) as db:
+            rows = unlabeled_pages(critic, Queries(db), [str(seed) for seed in config.seeds], seed=0)
+    except (ValueError, ModelError, OSError) as error:  # not a crawl, no critic, a taxonomy's
+        sys.exit(f"error: {error}" if str(args.crawl) in str(error) else f"error: {args.crawl}: {error}")
     seconds, learnt = [], {}
     for _ in range(args.runs):
         started = time.process_time()
