@@ -260,8 +260,8 @@ class Lease:
 
 
 class HostLeases(FrontierSteps):
-    """The hosts a worker holds: their URLs taken, the leases renewed, given back, and the
-    expired leases of killed workers reaped (part of :class:`PgFrontier`)."""
+    """The hosts a worker holds: their URLs taken and in flight, the leases renewed, given back,
+    and the expired leases of killed workers reaped (part of :class:`PgFrontier`)."""
 
     db: psycopg.Connection
     worker: str
@@ -269,6 +269,27 @@ class HostLeases(FrontierSteps):
     leases: dict[str, Lease]
     batch: int
     lease_seconds: float
+    in_flight: int
+
+    def hang_up(self, item: Item) -> None:
+        """The fetch is over: the host's connection may take the lease's next URL while this page
+        is judged and stored (as the SQLite frontier's). The lease is kept until the page is
+        stored: one given back with a page in flight would not bring its URL back to the queue,
+        should the worker be killed before it stores it."""
+        if item.connected:
+            item.connected = False
+            self.hosts[item.host].active -= 1
+
+    def release(self, item: Item) -> None:
+        """The page is stored or abandoned (its connection freed, if :meth:`hang_up` has not); a
+        lease whose batch is fetched and stored is given back."""
+        self.hang_up(item)
+        self.in_flight -= 1
+        lease = self.leases.get(item.host)
+        if lease is not None:
+            lease.in_flight -= 1
+            if not lease.items and lease.in_flight == 0:
+                self._give_back(lease)
 
     def _reap(self) -> None:
         """Free the hosts whose lease expired (their lessee was killed) and queue their URLs in
@@ -529,26 +550,6 @@ class PgFrontier(HostLeases):
         self.done += refused is None
         self.lost += not mine
         return bool(mine)
-
-    def hang_up(self, item: Item) -> None:
-        """The fetch is over: the host's connection may take the lease's next URL while this page
-        is judged and stored (as the SQLite frontier's). The lease is kept until the page is
-        stored: one given back with a page in flight would not bring its URL back to the queue,
-        should the worker be killed before it stores it."""
-        if item.connected:
-            item.connected = False
-            self.hosts[item.host].active -= 1
-
-    def release(self, item: Item) -> None:
-        """The page is stored or abandoned (its connection freed, if :meth:`hang_up` has not); a
-        lease whose batch is fetched and stored is given back."""
-        self.hang_up(item)
-        self.in_flight -= 1
-        lease = self.leases.get(item.host)
-        if lease is not None:
-            lease.in_flight -= 1
-            if not lease.items and lease.in_flight == 0:
-                self._give_back(lease)
 
     def close(self) -> None:
         """Give back every lease (URLs taken and not fetched return to the queue); the worker has stopped."""
