@@ -347,7 +347,8 @@ def idiom_crawl(serve, make_config, tmp_path):
         config = make_config(seeds=[server.url("/hub0")], strategy=strategy, budget={"max_pages": max_pages},
                              topic={"positive": [str(positives)], "negative": [str(negatives)]},
                              apprentice={"batch": batch, **apprentice}, fetch=fetch or {"concurrency": 4},
-                             frontier=frontier or {})
+                             frontier=frontier or {},
+                             adaptation={"negatives_after": None})  # the apprentice learns from the seeds' critic
         crawler = Crawler.create(config, tmp_path / (name or strategy), parts)
         asyncio.run(crawler.run())
         return tmp_path / (name or strategy)

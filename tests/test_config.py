@@ -84,6 +84,13 @@ def test_best_first_without_positive_examples_is_rejected():
     assert "best-first" in line and "topic.positive" in line
 
 
+def test_pseudo_examples_need_one_topics_examples():
+    for topic in ({}, {"taxonomy": "topics"}):
+        [line] = config_error({"seeds": ["http://example.com/"], "strategy": "bfs", "topic": topic,
+                               "adaptation": {"pseudo_after": 0.1}})
+        assert "adaptation.pseudo_after" in line and "topic.positive" in line
+
+
 def test_bfs_needs_no_positive_examples():
     assert validate_config({"seeds": ["http://example.com/"], "strategy": "bfs"}).topic.positive == []
 

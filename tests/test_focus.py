@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 
 import numpy as np
@@ -20,7 +21,8 @@ from focuscrawl.graph import TopicGraph, bharat_henzinger
 from focuscrawl.learn import Critic, Judgement
 from focuscrawl.store import SKIPPED, SqliteFrontier, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
-from focuscrawl.testweb.synthetic import build_site, make_app, topic_config
+from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
+from focuscrawl.topics import examples_are_pages
 
 
 class UrlCritic:
@@ -130,7 +132,8 @@ def synthetic(serve, tmp_path):
 
     def config(**settings):
         settings = {"politeness": {"min_interval": 0.0}, "fetch": {"loopback_only": True, "concurrency": 4}, **settings}
-        return topic_config(site, server.port, tmp_path / "examples", topic="networking", strategy="best-first", **settings)
+        examples = tmp_path / ("example-pages" if settings.get("example_pages") else "examples")
+        return topic_config(site, server.port, examples, topic="networking", strategy="best-first", **settings)
 
     return site, config
 
@@ -243,7 +246,8 @@ def test_pseudo_examples_retrain_once_after_n_pages(synthetic, tmp_path):
 def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_goes_on(synthetic, tmp_path):
     _, config = synthetic
     directory = tmp_path / "negatives"
-    crawler = Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}), directory)
+    crawler = Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}, example_pages=True),
+                             directory)
     asyncio.run(crawler.run())
     steps = adaptations(directory)
     pages_at = [pages for pages, _, _ in steps]  # a step is taken beside the crawl: the next waits for it
@@ -264,6 +268,34 @@ def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_g
     assert resumed_at and resumed_at[0] >= 2 * pages_at[-1]  # the schedule goes on where it stopped
 
 
+def test_reliable_negatives_are_learnt_by_default_where_the_examples_are_pages_not_documents(synthetic, tmp_path, caplog):
+    """The spy technique holds out the examples as stand-ins for the crawl's on-topic pages: with
+    passages as examples it called nearly every crawled page off the topic (the critic then judged
+    1 page of 200 relevant instead of 123), so documents as examples take no step."""
+    site, config = synthetic
+    caplog.set_level(logging.INFO, logger="focuscrawl")
+    for example_pages in (False, True):
+        directory = tmp_path / f"pages-{example_pages}"
+        asyncio.run(Crawler.create(config(budget={"max_pages": 60}, example_pages=example_pages), directory).run())
+        steps = adaptations(directory)
+        assert [kind for _, kind, _ in steps] == (["reliable negatives"] * len(steps) if example_pages else [])
+        assert len(steps) >= 2 or not example_pages
+    assert "the positive examples are documents, not web pages" in caplog.text
+    judged = sqlite3.connect(tmp_path / "pages-True" / "crawl.db").execute(
+        "SELECT u.url FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance >= 0.5").fetchall()
+    assert len(judged) >= 10 and true_harvest(site, [url for (url,) in judged], "networking") >= 0.8  # no collapse
+
+
+def test_examples_are_pages_when_every_one_is_a_url_or_an_html_file(tmp_path):
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "a.html").write_text("<p>socket</p>")
+    (tmp_path / "saved.txt").write_text("  <html><body>a page saved as .txt</body></html>")
+    (tmp_path / "notes.md").write_text("socket notes")
+    assert examples_are_pages(["http://example.org/", str(tmp_path / "pages"), str(tmp_path / "saved.txt")])
+    assert not examples_are_pages(["http://example.org/", str(tmp_path / "notes.md")])
+    assert not examples_are_pages([]) and not examples_are_pages([str(tmp_path / "gone.html")])
+
+
 def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_taken(synthetic, tmp_path, monkeypatch):
     _, config = synthetic
     calls = []
@@ -276,7 +308,8 @@ def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_take
 
     monkeypatch.setattr(focus, "negatives_critic", failing_once)
     directory = tmp_path / "failing"
-    asyncio.run(Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}), directory).run())
+    asyncio.run(Crawler.create(config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}, example_pages=True),
+                               directory).run())
     steps = adaptations(directory)
     assert steps[0][2]["error"] == "RuntimeError: a bug in the first step" and "rejudging" not in steps[0][2]
     assert len(steps) >= 2 and "error" not in steps[1][2] and len(calls) == len(steps)

@@ -158,7 +158,7 @@ def learning_crawl(serve, tmp_path, dsn: str, adaptation: dict, strategy: str = 
 
 def test_one_worker_at_a_time_takes_the_reliable_negatives_steps_and_the_other_judges_with_its_critic(
         serve, tmp_path, postgres_dsn):
-    db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {"negatives_after": 20})
+    db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {"negatives_after": 20}, example_pages=True)
     pages_at = [pages for pages, _, _ in steps]
     assert {kind for _, kind, _ in steps} == {"reliable negatives"} and pages_at[0] >= 20 and len(steps) >= 2
     assert all(later >= 2 * earlier for earlier, later in zip(pages_at, pages_at[1:]))  # never two for one trigger

@@ -241,9 +241,11 @@ class AdaptationSettings(_Section):
     pseudo_positives: int = Field(15, ge=0, description="top pages by critic score taken as positives")
     pseudo_negatives: int = Field(30, ge=0, description="bottom pages taken as negatives")
     negatives_after: float | None = Field(
-        None, gt=0, description="learn what the topic is not from the crawl's own pages (reliable negatives by the spy"
+        0.1, gt=0, description="learn what the topic is not from the crawl's own pages (reliable negatives by the spy"
         " technique, Liu et al. 2002) after this many pages (a share of max_pages if < 1), and again each time the"
-        " crawl doubles; the critic is retrained with them and the stored pages and queued links judged again")
+        " crawl doubles; the critic is retrained with them and the stored pages and queued links judged again."
+        " Only where the positive examples are web pages (URLs, HTML files), not documents; none: the critic"
+        " learns from your examples only, as in the papers")
     spy_quantile: float = Field(0.05, gt=0, lt=1, description="a reliable negative scores below this quantile of the"
                                 " held-out positives (spies)")
 
@@ -305,6 +307,9 @@ class CrawlConfig(_Section):
             raise ValueError(f"strategy: {self.strategy} needs topic.positive examples or a topic.taxonomy")
         if self.topic.taxonomy and self.topic.positive:
             raise ValueError("topic: give either positive examples or a taxonomy, not both")
+        if self.adaptation.pseudo_after is not None and not self.topic.positive:
+            raise ValueError("adaptation.pseudo_after: retrains the critic of one topic given by topic.positive examples"
+                             " (a taxonomy's or no critic cannot)")
         return self
 
 

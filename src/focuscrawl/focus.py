@@ -38,6 +38,7 @@ from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Disc
 from focuscrawl.learn import CRITIC_MODEL, RELEVANT, Critic, ModelError, model_from_bytes
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 from focuscrawl.text import remembered_frequencies
+from focuscrawl.topics import examples_are_pages
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
@@ -218,7 +219,7 @@ class Adaptation:
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
         self.basis: list[str] = json.loads(store.get_meta("training_basis", "[]"))  # archetypes kept as examples
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
-        self.negatives_next = None if self.settings.negatives_after is None else (
+        self.negatives_next = None if not learns_negatives(self.config) else (
             int(store.get_meta("negatives_next", "0")) or share_of_budget(self.settings.negatives_after,
                                                                           self.config.budget.max_pages))
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
@@ -228,7 +229,7 @@ class Adaptation:
     def enabled_by(config: CrawlConfig) -> bool:
         s = config.adaptation
         return (s.retrain or s.link_analysis or s.learning_phase or s.pseudo_after is not None
-                or s.negatives_after is not None)
+                or (s.negatives_after is not None and bool(config.topic.positive)))
 
     # -- called by the crawler ---------------------------------------------------------------
 
@@ -410,7 +411,11 @@ class Adaptation:
             pseudo_critic)
 
     def learn_negatives(self) -> None:
-        """The critic retrained with reliable negatives from the crawl; next at twice the pages."""
+        """The critic retrained with reliable negatives from the crawl; next at twice the pages.
+        A reference critic that knows the truth has nothing to learn: never."""
+        if not isinstance(self.control.critic, Critic):
+            self.negatives_next = None
+            return
         pages = self.frontier.done
         self.negatives_next = 2 * pages
         quantile = self.settings.spy_quantile
@@ -589,6 +594,18 @@ def pseudo_critic(critic: Critic, examples: tuple[list[str], list[str]]) -> tupl
     pseudo = {f"pseudo:{i}": text for i, text in enumerate(best)}
     return (critic.refit({"": pseudo}, worst, part="pseudo examples"),
             {"pseudo_positives": len(best), "pseudo_negatives": len(worst)})
+
+
+def learns_negatives(config: CrawlConfig) -> bool:
+    """Reliable negatives need one topic given by examples that are web pages, not documents (the
+    spy technique holds them out as stand-ins for the crawl's on-topic pages; logged if not)."""
+    if config.adaptation.negatives_after is None or not config.topic.positive:
+        return False
+    if not examples_are_pages(config.topic.positive):
+        log.info("reliable negatives: none learnt, the positive examples are documents, not web pages (the spy"
+                 " technique needs examples that look like the crawled pages)")
+        return False
+    return True
 
 
 def unlabeled_pages(critic, queries, seeds: list[str], seed: int) -> list[tuple[str, str]]:

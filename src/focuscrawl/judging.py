@@ -182,12 +182,13 @@ def _judges_folder() -> Path:
 
 
 def _running(pid: int) -> bool:
+    """A process with this pid exists (another user's too: no permission to signal it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's
-        return True
+    except PermissionError:
+        pass
     return True
 
 

@@ -63,10 +63,30 @@ def expand(entries: list[str], field: str) -> tuple[list[str], list[Path]]:
     return urls, files
 
 
+def _is_html(path: Path, body: bytes) -> bool:
+    return path.suffix.lower() in HTML_SUFFIXES or body.lstrip()[:1] == b"<"
+
+
+def examples_are_pages(entries: list[str]) -> bool:
+    """Whether the examples are web pages (URLs, HTML files), not documents (plain text): the
+    spy technique holds out the examples as stand-ins for the on-topic pages the crawl fetches,
+    and documents do not look like them (``Critic.reliable_negatives``)."""
+    try:
+        _, files = expand(entries, "topic.positive")
+        return bool(entries) and all(_is_html(path, _head(path)) for path in files)
+    except (ConfigError, OSError):  # gone since the critic was trained: not known to be pages
+        return False
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as file:
+        return file.read(256)
+
+
 def read_file_page(path: Path) -> Page:
     """A local example as a page: HTML is parsed, anything else is plain UTF-8 text."""
     body = path.read_bytes()
-    if path.suffix.lower() in HTML_SUFFIXES or body.lstrip()[:1] == b"<":
+    if _is_html(path, body):
         return parse_html(body, path.resolve().as_uri())
     text = body.decode("utf-8", errors="replace")
     return Page(url=path.resolve().as_uri(), text=text, leaves=text.splitlines())

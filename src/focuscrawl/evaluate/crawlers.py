@@ -113,6 +113,10 @@ def _recall(is_relevant, baseline: Path) -> Parts:
                  rules=_baseline_pages_only(is_relevant, baseline).rules)
 
 
+# Pant's and BINGO!'s crawlers as their papers have them: the critic learns from the user's examples only,
+# no reliable negatives from the crawl's own pages (adaptation.negatives_after, on by default: the other
+# crawlers have them; the apprentices too, as best-first-svm, which their loss cut is measured against)
+PAPER = {"negatives_after": None}
 # Chakrabarti §3.7: best-first with the SVM critic until the apprentice has learnt a batch;
 # batches of 100 pages, as the paper suggests for finer online learning (our budgets are small)
 ONLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 100}}
@@ -124,7 +128,8 @@ OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {
 # As in §2.5.3 (a handful of examples), the learning phase's positive pages all become archetypes;
 # later retrainings keep to the two rules of §2.2.3
 BINGO = {"strategy": "best-first", "classifier": "svm-linear", "focus": {"tunnelling": 2},
-         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "learning_archetypes": "all"}}
+         "adaptation": {"learning_phase": True, "link_analysis": True, "retrain": True, "learning_archetypes": "all",
+                        **PAPER}}
 BINGO_STATIC = {**BINGO, "adaptation": {**BINGO["adaptation"], "retrain": False}}
 # our own: BINGO! whose critic also learns reliable negatives from the crawl (each retraining keeps the other's part)
 BINGO_NEGATIVES = {**BINGO, "adaptation": {**BINGO["adaptation"], "negatives_after": 0.1}}
@@ -135,6 +140,8 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
     CrawlerSpec("best-first-nb", {"strategy": "best-first", "classifier": "nb-multinomial"}),
     CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-linear"}),
+    # Pant & Srinivasan's crawler as the paper has it (best-first-svm before reliable negatives were the default)
+    CrawlerSpec("best-first-svm-paper", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": PAPER}),
     CrawlerSpec("best-first-nn", {"strategy": "best-first", "classifier": "nn-4"}),
     # the other learners of Pant §4 by name (best-first-nb-kernel, best-first-svm-poly2, …)
     *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
@@ -160,21 +167,14 @@ REGISTRY = {spec.name: spec for spec in [
     # bingo-static with a perfect critic: the most that retraining the critic could ever give bingo
     CrawlerSpec("bingo-oracle", BINGO_STATIC, reference=True, parts=_oracle_critic),
     # Pant §7.4: after a tenth of the budget (1 000 of 10 000 pages there), 15 pseudo positives and 30 negatives
-    CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": {"pseudo_after": 0.1}}),
-    # our own: the critic learns from the crawl what the topic is not (reliable negatives, spy technique)
-    CrawlerSpec("svm-negatives", {"strategy": "best-first", "classifier": "svm-linear",
-                                  "adaptation": {"negatives_after": 0.1}}),
+    CrawlerSpec("svm-adaptive", {"strategy": "best-first", "classifier": "svm-linear",
+                                 "adaptation": {"pseudo_after": 0.1, **PAPER}}),
     # our own: the critic trained on the examples without their sites' templates (navigation, footers),
     # and, with -all, judging and storing pages without theirs too (focuscrawl.templates)
     CrawlerSpec("svm-templates", {"strategy": "best-first", "classifier": "svm-linear",
                                   "text": {"site_templates": "examples"}}),
     CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-linear",
                                       "text": {"site_templates": "all"}}),
-    CrawlerSpec("svm-negatives-templates", {"strategy": "best-first", "classifier": "svm-linear",
-                                            "adaptation": {"negatives_after": 0.1},
-                                            "text": {"site_templates": "examples"}}),
-    # the online apprentice learning from that critic's labels
-    CrawlerSpec("apprentice-negatives", {**ONLINE, "adaptation": {"negatives_after": 0.1}}, same_critic="svm-negatives"),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
     CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),

@@ -111,6 +111,14 @@ class Site:
         others = [doc for t in TOPIC_MODULES if t != topic for _, doc in topic_passages(t)]
         return positives, rng.sample(others, count * 2)
 
+    def example_pages(self, topic: str, count: int, seed: int = 1) -> tuple[list[str], list[str]]:
+        """HTML of pages of the site on the topic and off it: examples that look like what a
+        crawl fetches (the crawl may fetch them too)."""
+        rng = random.Random(seed)
+        on = [i for i, page in enumerate(self.pages) if page.topic == topic]
+        off = [i for i, page in enumerate(self.pages) if page.topic != topic]
+        return ([self.render(i) for i in rng.sample(on, count)], [self.render(i) for i in rng.sample(off, count * 2)])
+
 
 def build_site(pages: int = 400, hosts: int = 4, seed: int = 0, locality: float = 0.8,
                links_per_page: tuple[int, int] = (6, 12)) -> Site:
@@ -185,15 +193,18 @@ if __name__ == "__main__":
     main()
 
 
-def topic_config(site: Site, port: int, examples_dir: Path, topic: str = "networking", **settings) -> CrawlConfig:
-    """A crawl of the site for one topic: held-out examples written to ``examples_dir``,
-    every host's root as a seed, the host map pointing at ``port``; ``settings`` override."""
-    positives, negatives = site.examples(topic, 10)
+def topic_config(site: Site, port: int, examples_dir: Path, topic: str = "networking", example_pages: bool = False,
+                 **settings) -> CrawlConfig:
+    """A crawl of the site for one topic: examples written to ``examples_dir`` (held-out
+    passages as documents, or with ``example_pages`` pages of the site), every host's root as a
+    seed, the host map pointing at ``port``; ``settings`` override."""
+    positives, negatives = (site.example_pages if example_pages else site.examples)(topic, 10)
+    suffix = ".html" if example_pages else ".txt"
     for kind, texts in (("positive", positives), ("negative", negatives)):
         folder = examples_dir / kind
         folder.mkdir(parents=True, exist_ok=True)
         for i, text in enumerate(texts):
-            (folder / f"{i:03d}.txt").write_text(text, encoding="utf-8")
+            (folder / f"{i:03d}{suffix}").write_text(text, encoding="utf-8")
     data = {
         "seeds": [f"http://{host}/" for host in site.hosts],
         "topic": {"positive": [str(examples_dir / "positive")], "negative": [str(examples_dir / "negative")]},
