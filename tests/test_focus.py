@@ -22,7 +22,7 @@ from focuscrawl.learn import Critic, Judgement
 from focuscrawl.store import SKIPPED, SqliteFrontier, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
-from focuscrawl.topics import examples_are_pages
+from focuscrawl.topics import examples_kind
 
 
 class UrlCritic:
@@ -270,8 +270,8 @@ def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_g
 
 def test_reliable_negatives_are_learnt_by_default_where_the_examples_are_pages_not_documents(synthetic, tmp_path, caplog):
     """The spy technique holds out the examples as stand-ins for the crawl's on-topic pages: with
-    passages as examples it called nearly every crawled page off the topic (the critic then judged
-    1 page of 200 relevant instead of 123), so documents as examples take no step."""
+    passages of text as examples it called nearly every crawled page off the topic (README), so
+    documents as examples take no step; pages do, and what they are is known at resume."""
     site, config = synthetic
     caplog.set_level(logging.INFO, logger="focuscrawl")
     for example_pages in (False, True):
@@ -284,6 +284,9 @@ def test_reliable_negatives_are_learnt_by_default_where_the_examples_are_pages_n
     judged = sqlite3.connect(tmp_path / "pages-True" / "crawl.db").execute(
         "SELECT u.url FROM documents d JOIN urls u ON u.id = d.url_id WHERE d.relevance >= 0.5").fetchall()
     assert len(judged) >= 10 and true_harvest(site, [url for (url,) in judged], "networking") >= 0.8  # no collapse
+    (tmp_path / "example-pages").rename(tmp_path / "moved")  # what the examples are was found at the start
+    asyncio.run(Crawler.open(tmp_path / "pages-True", max_pages=130).run())
+    assert len(adaptations(tmp_path / "pages-True")) > len(steps)
 
 
 def test_examples_are_pages_when_every_one_is_a_url_or_an_html_file(tmp_path):
@@ -291,9 +294,9 @@ def test_examples_are_pages_when_every_one_is_a_url_or_an_html_file(tmp_path):
     (tmp_path / "pages" / "a.html").write_text("<p>socket</p>")
     (tmp_path / "saved.txt").write_text("  <html><body>a page saved as .txt</body></html>")
     (tmp_path / "notes.md").write_text("socket notes")
-    assert examples_are_pages(["http://example.org/", str(tmp_path / "pages"), str(tmp_path / "saved.txt")])
-    assert not examples_are_pages(["http://example.org/", str(tmp_path / "notes.md")])
-    assert not examples_are_pages([]) and not examples_are_pages([str(tmp_path / "gone.html")])
+    assert examples_kind(["http://example.org/", str(tmp_path / "pages"), str(tmp_path / "saved.txt")]) == "pages"
+    assert examples_kind(["http://example.org/", str(tmp_path / "notes.md")]) == "documents"
+    assert examples_kind([str(tmp_path / "gone.html")]) == "unknown"
 
 
 def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_taken(synthetic, tmp_path, monkeypatch):
@@ -318,7 +321,8 @@ def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_take
 def test_a_crawl_stopped_while_judging_its_pages_again_goes_on_from_that_page_at_resume(synthetic, tmp_path):
     _, config = synthetic
     directory = tmp_path / "rejudging"
-    settings = {"budget": {"max_pages": 30}, "adaptation": {"negatives_after": 1000}}  # a step comes later
+    settings = {"budget": {"max_pages": 30}, "adaptation": {"negatives_after": 1000},  # a step comes later
+                "example_pages": True}
     asyncio.run(Crawler.create(config(**settings), directory).run())
     crawler = Crawler.open(directory)
     before = crawler.store.db.execute(

@@ -33,7 +33,7 @@ from focuscrawl.progress import Progress
 from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
 from focuscrawl.store.repository import cut_short, remove_cut_short
 from focuscrawl.taxonomy import MODEL_FILE, TaxonomyModel
-from focuscrawl.topics import expand, train_critic
+from focuscrawl.topics import examples_kind, expand, train_critic
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class Crawler:
             crawler.frontier.add([Discovered(seed, host_of(seed), crawler.focus.strategy(1.0, 0, seed), None) for seed in seeds],
                                  0, None)
             crawler.store.set_meta(state="new", created_at=time.time(), strategy=config.strategy, phase=crawler.phase,
-                                   seeds=json.dumps(seeds))
+                                   seeds=json.dumps(seeds), examples=examples_kind(config.topic.positive))
         crawler.seeds = seeds
         crawler.set_phase(crawler.phase)  # the learning phase keeps to the seeds' hosts
         return crawler

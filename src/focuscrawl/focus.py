@@ -38,7 +38,7 @@ from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Disc
 from focuscrawl.learn import CRITIC_MODEL, RELEVANT, Critic, ModelError, model_from_bytes
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
 from focuscrawl.text import remembered_frequencies
-from focuscrawl.topics import examples_are_pages
+from focuscrawl.topics import examples_kind
 
 log = logging.getLogger(__name__)
 CONTEXT_LEAVES = 2  # a link's context: its anchor and this many DOM leaves on each side
@@ -219,7 +219,7 @@ class Adaptation:
         self.archetypes: list[str] = json.loads(store.get_meta("archetypes", "[]"))
         self.basis: list[str] = json.loads(store.get_meta("training_basis", "[]"))  # archetypes kept as examples
         self.pseudo_done = store.get_meta("pseudo_examples_at") is not None
-        self.negatives_next = None if not learns_negatives(self.config) else (
+        self.negatives_next = None if not learns_negatives(self.config, store.get_meta("examples")) else (
             int(store.get_meta("negatives_next", "0")) or share_of_budget(self.settings.negatives_after,
                                                                           self.config.budget.max_pages))
         measuring = store.get_meta("adaptation_measuring")  # the step whose harvest_after is not known yet
@@ -229,7 +229,7 @@ class Adaptation:
     def enabled_by(config: CrawlConfig) -> bool:
         s = config.adaptation
         return (s.retrain or s.link_analysis or s.learning_phase or s.pseudo_after is not None
-                or (s.negatives_after is not None and bool(config.topic.positive)))
+                or may_learn_negatives(config))
 
     # -- called by the crawler ---------------------------------------------------------------
 
@@ -596,14 +596,24 @@ def pseudo_critic(critic: Critic, examples: tuple[list[str], list[str]]) -> tupl
             {"pseudo_positives": len(best), "pseudo_negatives": len(worst)})
 
 
-def learns_negatives(config: CrawlConfig) -> bool:
-    """Reliable negatives need one topic given by examples that are web pages, not documents (the
-    spy technique holds them out as stand-ins for the crawl's on-topic pages; logged if not)."""
-    if config.adaptation.negatives_after is None or not config.topic.positive:
+def may_learn_negatives(config: CrawlConfig) -> bool:
+    """Reliable negatives are asked for, with one topic given by examples, in an order the critic
+    decides (breadth- and depth-first would only pay for them)."""
+    return (config.adaptation.negatives_after is not None and bool(config.topic.positive)
+            and config.strategy not in ("bfs", "dfs"))
+
+
+def learns_negatives(config: CrawlConfig, examples: str | None) -> bool:
+    """... and the examples are web pages (``examples``: "pages", "documents" or "unknown", as the
+    crawl found them when created; None, a crawl older than that: looked at now). The spy
+    technique holds them out as stand-ins for the crawl's on-topic pages (logged if not)."""
+    if not may_learn_negatives(config):
         return False
-    if not examples_are_pages(config.topic.positive):
-        log.info("reliable negatives: none learnt, the positive examples are documents, not web pages (the spy"
-                 " technique needs examples that look like the crawled pages)")
+    examples = examples or examples_kind(config.topic.positive)
+    if examples != "pages":
+        log.info("reliable negatives: none learnt, the positive examples are %s (the spy technique needs examples"
+                 " that look like the crawled pages)", "documents, not web pages" if examples == "documents"
+                 else "out of reach, so not known to be web pages")
         return False
     return True
 

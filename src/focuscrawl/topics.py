@@ -67,15 +67,16 @@ def _is_html(path: Path, body: bytes) -> bool:
     return path.suffix.lower() in HTML_SUFFIXES or body.lstrip()[:1] == b"<"
 
 
-def examples_are_pages(entries: list[str]) -> bool:
-    """Whether the examples are web pages (URLs, HTML files), not documents (plain text): the
-    spy technique holds out the examples as stand-ins for the on-topic pages the crawl fetches,
-    and documents do not look like them (``Critic.reliable_negatives``)."""
+def examples_kind(entries: list[str]) -> str:
+    """"pages" when every example is a web page (a URL, an HTML file), "documents" when some are
+    plain text, "unknown" when they cannot be looked at (moved since the crawl began). The spy
+    technique holds out the examples as stand-ins for the on-topic pages the crawl fetches, and
+    documents do not look like them (``Critic.reliable_negatives``)."""
     try:
         _, files = expand(entries, "topic.positive")
-        return bool(entries) and all(_is_html(path, _head(path)) for path in files)
-    except (ConfigError, OSError):  # gone since the critic was trained: not known to be pages
-        return False
+        return "pages" if all(_is_html(path, _head(path)) for path in files) else "documents"
+    except (ConfigError, OSError):
+        return "unknown"
 
 
 def _head(path: Path) -> bytes:
