@@ -297,7 +297,7 @@ def test_examples_are_pages_when_every_one_is_a_url_or_an_html_file(tmp_path):
     (tmp_path / "notes.md").write_text("socket notes")
     assert examples_kind(["http://example.org/", str(tmp_path / "pages"), str(tmp_path / "saved.txt")]) == "pages"
     assert examples_kind(["http://example.org/", str(tmp_path / "notes.md")]) == "documents"
-    assert examples_kind([str(tmp_path / "gone.html")]) == "unknown"
+    assert examples_kind([str(tmp_path / "gone.html")]) == "unknown" and examples_kind([]) == "none"
 
 
 def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_taken(synthetic, tmp_path, monkeypatch):

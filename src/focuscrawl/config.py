@@ -244,8 +244,8 @@ class AdaptationSettings(_Section):
         0.1, gt=0, description="learn what the topic is not from the crawl's own pages (reliable negatives by the spy"
         " technique, Liu et al. 2002) after this many pages (a share of max_pages if < 1), and again each time the"
         " crawl doubles; the critic is retrained with them and the stored pages and queued links judged again."
-        " Only where the positive examples are web pages (URLs, HTML files), not documents; none: the critic"
-        " learns from your examples only, as in the papers")
+        " Only in a crawl ordered by the critic (not bfs, dfs) whose positive examples are web pages (URLs, HTML"
+        " files), not documents; none: the critic learns from your examples only, as in the papers")
     spy_quantile: float = Field(0.05, gt=0, lt=1, description="a reliable negative scores below this quantile of the"
                                 " held-out positives (spies)")
 

@@ -69,9 +69,11 @@ def _is_html(path: Path, body: bytes) -> bool:
 
 def examples_kind(entries: list[str]) -> str:
     """"pages" when every example is a web page (a URL, an HTML file), "documents" when some are
-    plain text, "unknown" when they cannot be looked at (moved since the crawl began). The spy
-    technique holds out the examples as stand-ins for the on-topic pages the crawl fetches, and
-    documents do not look like them (``Critic.reliable_negatives``)."""
+    plain text, "unknown" when they cannot be looked at (moved since the crawl began), "none"
+    when there are none. The spy technique holds out the examples as stand-ins for the on-topic
+    pages the crawl fetches, and documents do not look like them (``Critic.reliable_negatives``)."""
+    if not entries:
+        return "none"
     try:
         _, files = expand(entries, "topic.positive")
         return "pages" if all(_is_html(path, _head(path)) for path in files) else "documents"
