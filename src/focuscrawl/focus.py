@@ -604,9 +604,10 @@ def may_learn_negatives(config: CrawlConfig) -> bool:
 
 
 def learns_negatives(config: CrawlConfig, examples: str | None) -> bool:
-    """... and the examples are web pages (``examples``: "pages", "documents" or "unknown", as the
-    crawl found them when created; None, a crawl older than that: looked at now). The spy
-    technique holds them out as stand-ins for the crawl's on-topic pages (logged if not)."""
+    """Whether the crawl takes reliable-negatives steps: asked for (``may_learn_negatives``) and its
+    positive examples are web pages, since the spy technique holds them out as stand-ins for the
+    crawl's on-topic pages (logged if not). ``examples``: ``examples_kind`` as the crawl found it
+    when created; None, a crawl older than that: looked at now."""
     if not may_learn_negatives(config):
         return False
     examples = examples or examples_kind(config.topic.positive)
