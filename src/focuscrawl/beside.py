@@ -22,25 +22,20 @@ from typing import TypeVar
 import numpy as np
 
 from focuscrawl.frontier import HEAD
+from focuscrawl.judging import JudgePool, Rejudged, judgements
+from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
 CHUNK = 200  # pages judged again per step: their texts are all that is held at once
 PRIORITIES_PER_UNIT = 5000  # queued URLs given new priorities per unit of work (a shared crawl's rows stay locked briefly)
 
-Judged = tuple[float, str | None, float | None, int]  # relevance, topic, confidence, url id
 T = TypeVar("T")
 
 
-def judgements(critic, rows: list[tuple[int, str]]) -> list[Judged]:
-    """The critic's judgements of stored pages given as (url id, text)."""
-    return [(j.relevance, j.topic, j.confidence, url_id)
-            for j, (url_id, _) in zip(critic.judge_texts([text for _, text in rows]), rows)]
-
-
-def rejudge(queries, critic) -> list[Judged]:
+def rejudge(queries, critic) -> list[Rejudged]:
     """Every stored page judged again by ``critic`` and the judgements written, chunk by chunk
     (call inside a transaction; no crawl running)."""
-    judged: list[Judged] = []
+    judged: list[Rejudged] = []
     after = 0
     while rows := queries.judged_texts(after, limit=CHUNK):
         chunk = judgements(critic, rows)
@@ -60,6 +55,11 @@ def write_priorities(store, priorities: np.ndarray, url_ids: np.ndarray) -> None
         store.run_unit(lambda rows=rows: store.set_priorities(rows))
 
 
+def _knowing(known: dict | None, work: Callable[[], T]) -> T:
+    with remembered_frequencies(known):
+        return work()
+
+
 def logged_failure(task: asyncio.Task) -> None:
     """A step that failed beside the crawl is logged; the crawl goes on (its critic is saved)."""
     if not task.cancelled() and task.exception() is not None:
@@ -74,11 +74,15 @@ class Rejudging:
     stored, then from the first page up to there, so that retrainings coming faster than a pass
     over the pages still end in a pass with the newest critic."""
 
-    def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter):
+    def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter,
+                 judges: Callable[[], JudgePool] | None = None):
+        """``judges``: the crawl's judging workers, which judge the chunks when it has them."""
         self.store, self.critic, self.done, self.stage_seconds = store, critic, done, stage_seconds
+        self.judges = judges
         self.state: dict | None = self.saved_state()  # {"ranges": [[after, through], ...]}
         self._task: asyncio.Task | None = None
         self._round = 0  # a new critic starts a new round: a chunk judged by the one before is not written
+        self._copied: tuple[int | None, object] = (None, None)  # (round, the critic's copy judging in a thread)
 
     def saved_state(self) -> dict | None:
         saved = self.store.get_meta("rejudging")
@@ -120,17 +124,26 @@ class Rejudging:
         if self._task is not None:
             self._task.cancel()
 
+    async def _judged(self, rows: list[tuple[int, str]], round_: int) -> list[Rejudged]:
+        """A chunk judged in a judging worker (whose critic is the current one, as this round's
+        is), or in a thread of this process with the round's own copy of the critic (the crawl
+        goes on judging with the critic, and its caches are not for two threads)."""
+        judged = await self.judges().judge_again(rows) if self.judges is not None else None
+        if judged is None:
+            if self._copied[0] != round_:
+                self._copied = (round_, copy.deepcopy(self.critic()))
+            judged = await asyncio.to_thread(judgements, self._copied[1], rows)
+        return judged
+
     async def _run(self) -> None:
-        started, judged_here, copied = time.perf_counter(), 0, (None, None)
+        started, judged_here = time.perf_counter(), 0
         while self.state is not None and self.state["ranges"]:
             round_, ranges = self._round, self.state["ranges"]
             rows = self.store.queries.judged_texts(*ranges[0], CHUNK)
             if not rows:
                 self.state = {"ranges": ranges[1:]}
                 continue
-            if copied[0] != round_:  # the thread's own copy (and caches): the crawl goes on judging with it
-                copied = (round_, copy.deepcopy(self.critic()))
-            judged = await asyncio.to_thread(judgements, copied[1], rows)
+            judged = await self._judged(rows, round_)
             if round_ != self._round:
                 continue  # a newer critic took over meanwhile, from this same chunk
             clock = time.perf_counter()
@@ -153,12 +166,16 @@ class StepsBeside:
 
     def __init__(self, crawler):
         self.crawler = crawler
-        self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds)
+        self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds,
+                                   lambda: crawler.pages.judges)
         self._tasks: set[asyncio.Task] = set()
 
-    def run(self, work: Callable[[], T], then: Callable[[T], None]) -> None:
+    def run(self, work: Callable[[], T], then: Callable[[T], None],
+            analyses: tuple[Analyzer, list[str]] | None = None) -> None:
         """``work()`` in a thread while the crawl goes on, then ``then(its result)`` on the crawl
-        loop; with no crawl running, both now."""
+        loop; with no crawl running, both now. ``analyses``: texts that ``work`` analyses, and
+        with which analyzer: the crawl's judging workers analyse them first, and ``work`` finds
+        their terms (``remembered_frequencies``), so that the crawl's own process need not."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -166,7 +183,8 @@ class StepsBeside:
             return
 
         async def step() -> None:
-            then(await asyncio.to_thread(work))
+            known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
+            then(await asyncio.to_thread(_knowing, known, work))
 
         task = loop.create_task(step())
         self._tasks.add(task)

@@ -37,7 +37,7 @@ from focuscrawl.fetch.urls import host_of
 from focuscrawl.frontier import HEAD, OUT_OF_PHASE, STRATEGIES, TUNNEL_END, Discovered, Frontier, Item, own_priority
 from focuscrawl.learn import CRITIC_MODEL, RELEVANT, Critic, ModelError, model_from_bytes
 from focuscrawl.taxonomy import TaxonomyError, TaxonomyModel
-from focuscrawl.text import remembered_frequencies
+from focuscrawl.text import Analyzer, remembered_frequencies
 from focuscrawl.topics import examples_kind
 
 log = logging.getLogger(__name__)
@@ -421,7 +421,8 @@ class Adaptation:
         quantile = self.settings.spy_quantile
         Retraining(self, "reliable negatives", rejudge=True, meta={"negatives_next": self.negatives_next}).start(
             lambda critic: unlabeled_pages(critic, self.store.queries, self.control.seeds, seed=pages),
-            lambda critic, rows: negatives_critic(critic, rows, quantile))
+            lambda critic, rows: negatives_critic(critic, rows, quantile),
+            lambda rows: [text for _, text in rows])
 
     def rejudged(self) -> None:
         """The stored pages were judged again: the positives are this critic's."""
@@ -490,7 +491,9 @@ class Retraining:
         self.pages, self.clock = adaptation.frontier.done, time.perf_counter()
         self.detail: dict = {"harvest_before": adaptation.window_harvest()}
 
-    def start(self, read, fit) -> None:
+    def start(self, read, fit, texts=None) -> None:
+        """``texts(what read read)``: the texts ``fit`` analyses, analysed before it by the
+        crawl's judging workers."""
         adaptation = self.adaptation
         self.critic = critic = adaptation.control.critic
         try:
@@ -511,7 +514,8 @@ class Retraining:
                 return critic, {"error": f"{type(err).__name__}: {err}"}
 
         adaptation.stage_seconds["adaptation"] += time.perf_counter() - self.clock
-        adaptation.control.steps.run(fitted, self.finish)
+        analyses = (Analyzer(critic.language, critic.stem), texts(data)) if texts else None
+        adaptation.control.steps.run(fitted, self.finish, analyses)
 
     def finish(self, outcome: tuple) -> None:
         """Back on the crawl loop: the new critic takes over, with its version (the other workers

@@ -31,6 +31,15 @@ from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
 from focuscrawl.text import WORDS, Analyzer, signature, stopword_score, word_counts
 
 log = logging.getLogger(__name__)
+ANALYSED_PER_TASK = 200  # texts a worker analyses for a learning step before it judges the pages sent meanwhile
+
+Rejudged = tuple[float, str | None, float | None, int]  # a stored page judged again: relevance, topic, confidence, url id
+
+
+def judgements(critic, rows: list[tuple[int, str]]) -> list[Rejudged]:
+    """The critic's judgements of stored pages given as (url id, text)."""
+    return [(j.relevance, j.topic, j.confidence, url_id)
+            for j, (url_id, _) in zip(critic.judge_texts([text for _, text in rows]), rows)]
 
 
 @dataclass
@@ -146,14 +155,27 @@ def _exit_with(parent: int) -> None:
     os._exit(0)
 
 
-def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: str | None,
-                     robots_header: str, template: frozenset[int], learning: bool) -> Judged:
-    """Judge with the pool's current judge: a worker that has an older one reads the new one
-    first, from the file the pool wrote for that version in the folder ``judges``."""
+def _current_judge(version: int, judges: str) -> Judge:
+    """The pool's current judge: a worker that has an older one reads the new one first, from
+    the file the pool wrote for that version in the folder ``judges``."""
     global _worker_judge, _worker_version
     if version != _worker_version:
         _worker_judge, _worker_version = pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version
-    return _worker_judge(body, url, charset, robots_header, template, learning)
+    return _worker_judge
+
+
+def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: str | None,
+                     robots_header: str, template: frozenset[int], learning: bool) -> Judged:
+    return _current_judge(version, judges)(body, url, charset, robots_header, template, learning)
+
+
+def _judge_again_in_worker(version: int, judges: str, rows: list[tuple[int, str]]) -> list[Rejudged]:
+    return judgements(_current_judge(version, judges).critic, rows)
+
+
+def _frequencies_in_worker(language: str, stem: bool, texts: list[str]) -> list[dict[str, int]]:
+    analyzer = Analyzer(language, stem)
+    return [analyzer.term_frequencies(text) for text in texts]
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
@@ -261,6 +283,34 @@ class JudgePool:
             self._stop(wait=False)
             self.use(self._judge)
             return self._judge(body, url, charset, robots_header, template, learning)
+
+    async def judge_again(self, rows: list[tuple[int, str]]) -> list[Rejudged] | None:
+        """Stored pages (url id, text) judged again by the current critic in a worker process, so
+        that the crawl's own process, which fetches and stores, need not analyse their texts
+        again; None when the pages are judged in this process (the caller judges them itself)."""
+        if self._pool is None:
+            return None
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._pool, _judge_again_in_worker, self._version, str(self._judges), rows)
+        except BrokenProcessPool:  # the next page starts new workers
+            return None
+
+    async def frequencies(self, analyzer: Analyzer, texts: list[str]) -> dict | None:
+        """The ``term_frequencies`` of ``texts`` as ``remembered_frequencies`` knows them, worked
+        out in the worker processes a chunk at a time (the pages sent meanwhile are judged between
+        chunks; only the frequencies come back); None when there are no workers."""
+        known: dict = {}
+        for start in range(0, len(texts), ANALYSED_PER_TASK):
+            if self._pool is None:
+                return None
+            chunk = texts[start:start + ANALYSED_PER_TASK]
+            try:
+                known.update(analyzer.as_remembered(chunk, await asyncio.get_running_loop().run_in_executor(
+                    self._pool, _frequencies_in_worker, analyzer.language, analyzer.stem, chunk)))
+            except BrokenProcessPool:  # the next page starts new workers
+                return None
+        return known
 
     def close(self) -> None:
         """At the end of a run: the workers exit and are reaped (their CPU time counts)."""

@@ -103,12 +103,13 @@ _step = threading.local()  # ``frequencies``: the memo of a thread inside ``reme
 
 
 @contextmanager
-def remembered_frequencies():
+def remembered_frequencies(known: dict | None = None):
     """Inside, in this thread, each text's ``term_frequencies`` are worked out once: a critic's
     retraining reads the same pages for its reliable negatives, its fit and its terms' weights
-    (the texts are in memory for the step anyway; their frequencies are forgotten after it)."""
+    (the texts are in memory for the step anyway; their frequencies are forgotten after it).
+    ``known``: frequencies worked out already, in another process (``Analyzer.as_remembered``)."""
     outer = getattr(_step, "frequencies", None)
-    _step.frequencies = {} if outer is None else outer
+    _step.frequencies = (known or {}) if outer is None else outer
     try:
         yield
     finally:
@@ -196,6 +197,11 @@ class Analyzer:
         if memo is not None:
             memo[self.terms_key, text] = frequencies
         return frequencies
+
+    def as_remembered(self, texts: list[str], frequencies: list[dict[str, int]]) -> dict:
+        """The ``term_frequencies`` of ``texts``, worked out elsewhere, as ``remembered_frequencies``
+        knows them."""
+        return {(self.terms_key, text): counted for text, counted in zip(texts, frequencies)}
 
     def _stem(self, words: list[str]) -> list[str]:
         """Snowball stems through a dictionary of the words seen so far (a lookup is ~15x
