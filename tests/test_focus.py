@@ -7,17 +7,19 @@ import asyncio
 import json
 import logging
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
 
-from focuscrawl import focus
+from focuscrawl import focus, text
 from focuscrawl.config import validate_config
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.focus import negatives_critic, select_archetypes
 from focuscrawl.frontier import OUT_OF_PHASE, QUEUE_FULL, STRATEGIES, TUNNEL_END
 from focuscrawl.graph import TopicGraph, bharat_henzinger
+from focuscrawl.judging import JudgePool
 from focuscrawl.learn import Critic, Judgement
 from focuscrawl.store import SKIPPED, SqliteFrontier, Store
 from focuscrawl.taxonomy import Node, TaxonomyModel
@@ -267,6 +269,42 @@ def test_reliable_negatives_retrain_the_critic_as_the_crawl_doubles_and_resume_g
     asyncio.run(resumed.run())
     resumed_at = [pages for pages, _, _ in adaptations(directory)][len(steps):]
     assert resumed_at and resumed_at[0] >= 2 * pages_at[-1]  # the schedule goes on where it stopped
+
+
+def test_the_judging_workers_do_a_steps_text_work_and_the_crawls_process_analyses_none_of_its_pages(
+        synthetic, tmp_path, monkeypatch):
+    """The stored pages are judged again, and a step's sample analysed, in the judging worker
+    (README, *Every core*): the crawl's own process fetches and stores meanwhile."""
+    _, config = synthetic
+    done = {"judged again": 0, "analysed": 0}
+
+    def counting(method, kind):
+        async def counted(self, *args):
+            result = await method(self, *args)
+            done[kind] += len(result) if result is not None else 0
+            return result
+        return counted
+
+    monkeypatch.setattr(JudgePool, "judge_again", counting(JudgePool.judge_again, "judged again"))
+    monkeypatch.setattr(JudgePool, "frequencies", counting(JudgePool.frequencies, "analysed"))
+    analysed_beside, word_counts = [], text.word_counts
+
+    def noting_the_thread(words):  # on the loop, a page in flight while the critic changed is judged again
+        if threading.current_thread() is not threading.main_thread():
+            analysed_beside.append(words)
+        return word_counts(words)
+
+    monkeypatch.setattr(text, "word_counts", noting_the_thread)
+    directory = tmp_path / "apart"
+    settings = config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}, fetch={
+        "loopback_only": True, "concurrency": 4, "processes": 2}, example_pages=True)
+    asyncio.run(Crawler.create(settings, directory).run())
+    steps = adaptations(directory)
+    assert sum(step["unlabeled"] for _, _, step in steps) == done["analysed"] > 0
+    assert done["judged again"] == sum(step.get("rejudging", 0) for _, _, step in steps) > 0
+    crawled = {text for (text,) in sqlite3.connect(directory / "crawl.db").execute("SELECT text FROM documents")}
+    examples = {example for part in crawl_critic(directory).user_examples for example in part}  # analysed in the fit
+    assert not [words for words in analysed_beside if words in crawled and words not in examples]
 
 
 def test_reliable_negatives_are_learnt_by_default_where_the_examples_are_pages_not_documents(synthetic, tmp_path, caplog):
