@@ -3,8 +3,8 @@ thread while the crawl goes on, its outcome back on the crawl loop, and the stor
 again when the critic changes (BINGO!'s reclassification, the new judgements after a retraining).
 
 Judging again goes a chunk at a time (:class:`Rejudging`): memory holds one chunk of texts, the
-chunks are judged in a thread, so the crawl keeps fetching while a million pages are judged
-again, and how far it got is kept in the crawl (meta ``rejudging``), so a crawl stopped midway
+chunks are judged by the crawl's judging workers (or in a thread when it has none), so the crawl
+keeps fetching while a million pages are judged again, and how far it got is kept in the crawl (meta ``rejudging``), so a crawl stopped midway
 goes on at resume where it was. A crawl that ends waits for its steps; a crawl stopped leaves
 them to resume (a step's schedule is saved with its outcome, so it is taken again)."""
 
@@ -22,11 +22,11 @@ from typing import TypeVar
 import numpy as np
 
 from focuscrawl.frontier import HEAD
-from focuscrawl.judging import JudgePool, Rejudged, judgements
+from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, judgements
 from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
-CHUNK = 200  # pages judged again per step: their texts are all that is held at once
+CHUNK = TEXTS_PER_TASK  # pages judged again per step: their texts are all that is held at once
 PRIORITIES_PER_UNIT = 5000  # queued URLs given new priorities per unit of work (a shared crawl's rows stay locked briefly)
 
 T = TypeVar("T")
@@ -125,9 +125,10 @@ class Rejudging:
             self._task.cancel()
 
     async def _judged(self, rows: list[tuple[int, str]], round_: int) -> list[Rejudged]:
-        """A chunk judged in a judging worker (whose critic is the current one, as this round's
-        is), or in a thread of this process with the round's own copy of the critic (the crawl
-        goes on judging with the critic, and its caches are not for two threads)."""
+        """A chunk judged in a judging worker, with the critic in use now (this round's, or one
+        that took over since without judging again, as pseudo examples do), or in a thread of this
+        process with the round's own copy of the critic (the crawl goes on judging with the
+        critic, and its caches are not for two threads)."""
         judged = await self.judges().judge_again(rows) if self.judges is not None else None
         if judged is None:
             if self._copied[0] != round_:
@@ -154,7 +155,7 @@ class Rejudging:
             judged_here += len(rows)
             self.stage_seconds["adaptation"] += time.perf_counter() - clock
         self.done()  # before the mark is cleared: if it fails, resume does it again
-        self.state = None
+        self.state, self._copied = None, (None, None)
         with self.store.transaction():
             self.store.set_meta(rejudging="")
         log.info("judged %d stored pages again in %.1f s", judged_here, time.perf_counter() - started)
@@ -184,7 +185,7 @@ class StepsBeside:
 
         async def step() -> None:
             known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
-            then(await asyncio.to_thread(_knowing, known, work))
+            then(await (asyncio.to_thread(_knowing, known, work) if known else asyncio.to_thread(work)))
 
         task = loop.create_task(step())
         self._tasks.add(task)

@@ -31,7 +31,7 @@ from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
 from focuscrawl.text import WORDS, Analyzer, signature, stopword_score, word_counts
 
 log = logging.getLogger(__name__)
-ANALYSED_PER_TASK = 200  # texts a worker analyses for a learning step before it judges the pages sent meanwhile
+TEXTS_PER_TASK = 200  # texts a worker judges again or analyses for a learning step before the pages sent meanwhile
 
 Rejudged = tuple[float, str | None, float | None, int]  # a stored page judged again: relevance, topic, confidence, url id
 
@@ -287,28 +287,32 @@ class JudgePool:
     async def judge_again(self, rows: list[tuple[int, str]]) -> list[Rejudged] | None:
         """Stored pages (url id, text) judged again by the current critic in a worker process, so
         that the crawl's own process, which fetches and stores, need not analyse their texts
-        again; None when the pages are judged in this process (the caller judges them itself)."""
+        again; None when the pages are judged in this process or a worker died (the caller judges
+        them itself)."""
         if self._pool is None:
             return None
         try:
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, _judge_again_in_worker, self._version, str(self._judges), rows)
         except BrokenProcessPool:  # the next page starts new workers
+            log.warning("stored pages are judged again in the crawl's process: a judging worker died")
             return None
 
     async def frequencies(self, analyzer: Analyzer, texts: list[str]) -> dict | None:
         """The ``term_frequencies`` of ``texts`` as ``remembered_frequencies`` knows them, worked
         out in the worker processes a chunk at a time (the pages sent meanwhile are judged between
-        chunks; only the frequencies come back); None when there are no workers."""
+        chunks; only the frequencies come back); None when there are no workers or they failed
+        (the step analyses the texts itself: this only spares the crawl's process the work)."""
         known: dict = {}
-        for start in range(0, len(texts), ANALYSED_PER_TASK):
+        for start in range(0, len(texts), TEXTS_PER_TASK):
             if self._pool is None:
                 return None
-            chunk = texts[start:start + ANALYSED_PER_TASK]
+            chunk = texts[start:start + TEXTS_PER_TASK]
             try:
                 known.update(analyzer.as_remembered(chunk, await asyncio.get_running_loop().run_in_executor(
                     self._pool, _frequencies_in_worker, analyzer.language, analyzer.stem, chunk)))
-            except BrokenProcessPool:  # the next page starts new workers
+            except Exception as err:  # noqa: BLE001 - a worker died (the next page starts new ones), or a bug
+                log.warning("a step's texts are analysed in the crawl's process: %s", err or type(err).__name__)
                 return None
         return known
 
