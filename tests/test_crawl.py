@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
@@ -21,6 +22,7 @@ from focuscrawl.judging import JUDGES_PREFIX, Judge, JudgePool
 from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
+from focuscrawl.text import Analyzer, RecentFrequencies, remembered_frequencies
 
 
 def crawl(config, directory) -> sqlite3.Connection:
@@ -325,6 +327,23 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
     assert first.judgement.relevance > 0.5 > second.judgement.relevance
     assert workers_after == workers_before
     assert not folder.exists()  # the handed-over critics go with the pool
+
+
+def test_a_judge_remembers_the_terms_of_the_pages_it_judged_last_for_judging_them_again(make_config):
+    """A judging worker judges a stored page again (or analyses it for a step) from the terms it
+    worked out when it judged the page: the same terms, keyed by the text the store keeps."""
+    site = build_site(pages=40, hosts=1, seed=3)
+    positives, negatives = site.examples("networking", 8)
+    judge = Judge(make_config(seeds=["http://x/"]), Critic("svm-linear").fit(positives, negatives), apprentice=False)
+    judge.recent = RecentFrequencies(pages=2)
+    stored = [judge(site.render(i).encode(), f"http://x/{i}.html", "utf-8", "").page.text for i in range(3)]
+    known = judge.recent.known(stored)
+    analyzer = Analyzer("en", stem=True)  # the critic's
+    assert {text for _, text in known} == set(stored[1:])  # the oldest is forgotten
+    assert all(counted == analyzer.term_frequencies(text) for (_, text), counted in known.items())
+    with remembered_frequencies(known):
+        again = judge.critic.predict_proba(stored)
+    np.testing.assert_allclose(again, judge.critic.predict_proba(stored))
 
 
 def test_the_judges_a_killed_crawl_left_behind_are_removed_by_the_next_and_a_running_crawls_are_kept(make_config):

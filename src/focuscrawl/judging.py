@@ -28,7 +28,8 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
-from focuscrawl.text import WORDS, Analyzer, signature, stopword_score, word_counts
+from focuscrawl.text import (WORDS, Analyzer, RecentFrequencies, remembered_frequencies, signature, stopword_score,
+                             word_counts)
 
 log = logging.getLogger(__name__)
 TEXTS_PER_TASK = 200  # texts a worker judges again or analyses for a learning step before the pages sent meanwhile
@@ -78,6 +79,7 @@ class Judge:
         self.link_model, self.link_model_tag = (link_model, link_model_tag) if scores_links else (None, 0)
         self.keep_leaves = config.focus.link_context is not None
         self.sign = config.store.near_duplicates
+        self.recent: RecentFrequencies | None = None  # a judging worker's: what it judged, judged again cheaply
 
     def __call__(self, body: bytes, url: str, charset: str | None, robots_header: str,
                  template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
@@ -116,6 +118,8 @@ class Judge:
                 judged.link_model_tag = self.link_model_tag
         if self.sign:
             judged.signature = signature(page.text)
+        if self.recent is not None:
+            self.recent.remember(judged_page)
         self._keep_what_the_crawl_needs(page)
         judged.classify_seconds = time.perf_counter() - parsed
         return judged
@@ -140,11 +144,13 @@ class Judge:
 
 _worker_judge: Judge | None = None
 _worker_version = 0
+_worker_recent = RecentFrequencies()  # kept across the worker's judges
 
 
 def _start_worker(judge: bytes, version: int, parent: int) -> None:
     global _worker_judge, _worker_version
     _worker_judge, _worker_version = pickle.loads(judge), version
+    _worker_judge.recent = _worker_recent
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -161,6 +167,7 @@ def _current_judge(version: int, judges: str) -> Judge:
     global _worker_judge, _worker_version
     if version != _worker_version:
         _worker_judge, _worker_version = pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version
+        _worker_judge.recent = _worker_recent
     return _worker_judge
 
 
@@ -170,12 +177,14 @@ def _judge_in_worker(version: int, judges: str, body: bytes, url: str, charset: 
 
 
 def _judge_again_in_worker(version: int, judges: str, rows: list[tuple[int, str]]) -> list[Rejudged]:
-    return judgements(_current_judge(version, judges).critic, rows)
+    with remembered_frequencies(_worker_recent.known([text for _, text in rows])):
+        return judgements(_current_judge(version, judges).critic, rows)
 
 
 def _frequencies_in_worker(language: str, stem: bool, texts: list[str]) -> list[dict[str, int]]:
     analyzer = Analyzer(language, stem)
-    return [analyzer.term_frequencies(text) for text in texts]
+    with remembered_frequencies(_worker_recent.known(texts)):
+        return [analyzer.term_frequencies(text) for text in texts]
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:

@@ -4,9 +4,11 @@ feature selection by Mutual Information or Information Gain (thesis §2.2.1, §2
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ except ImportError:  # not built (no C compiler at install)
 
 WORDS = "words"  # a page's word_counts in ``Page.terms``, while it is judged
 TOKENS = "tokens"  # its words in order, LEAF_BREAK between its leaves, and their counts (``page_tokens``)
+FREQUENCIES = "frequencies"  # its term frequencies by analyzer settings, once worked out (``page_frequencies``)
+RECENT_PAGES = 20_000  # pages whose term frequencies a judging worker keeps (about 3 KB each)
 # a letter, then letters and digits, then maybe 's or 't…; possessive (nothing can follow
 # a run that would give some of it back), which makes findall 1.6x faster on real pages
 TOKEN = re.compile(r"[^\W\d_][^\W_]*+(?:'[^\W\d_]++)?")
@@ -116,6 +120,40 @@ def remembered_frequencies(known: dict | None = None):
         _step.frequencies = outer
 
 
+class RecentFrequencies:
+    """The term frequencies of the last pages judged here, by a digest of their text: a judging
+    worker judges a page again after a retraining, or analyses it for a learning step's sample,
+    from what it worked out when it judged the page first (over a crawl's steps its pages are
+    judged again about 1.5 times). The terms are the analyzer's own strings, shared, so a page
+    costs about 3 KB; the oldest are forgotten past ``pages``."""
+
+    def __init__(self, pages: int = RECENT_PAGES):
+        self.pages = pages
+        self._by_digest: dict[bytes, list[tuple[tuple, tuple[str, ...], array]]] = {}
+
+    def remember(self, page) -> None:
+        """The frequencies worked out for ``page`` (``Analyzer.page_frequencies``), if any."""
+        analysed = page.terms.get(FREQUENCIES)
+        if not analysed or not page.text:
+            return
+        self._by_digest[_digest(page.text)] = [(terms_key, tuple(frequencies), array("I", frequencies.values()))
+                                               for terms_key, frequencies in analysed.items()]
+        while len(self._by_digest) > self.pages:
+            del self._by_digest[next(iter(self._by_digest))]
+
+    def known(self, texts: list[str]) -> dict:
+        """What is remembered of ``texts``, as ``remembered_frequencies`` knows it."""
+        known = {}
+        for text in texts:
+            for terms_key, terms, counts in self._by_digest.get(_digest(text), ()):
+                known[terms_key, text] = dict(zip(terms, counts))
+        return known
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class Analyzer:
     """The one text pipeline shared by the critic and everything that needs terms."""
 
@@ -173,14 +211,19 @@ class Analyzer:
     def page_frequencies(self, page) -> dict[str, int]:
         """``term_frequencies`` of the page's text: from its leaf terms if they were needed
         already, else from its words, counted from its leaves if its text is theirs (so that the
-        preview of a relevant page reads the same tokens again, not the text a second time)."""
-        analysed = page.terms.get(self.terms_key)
-        if analysed is not None:
-            return analysed.frequencies()
-        words = page.terms.get(WORDS)
-        if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
-            words = page_tokens(page)[1]
-        return self.term_frequencies(page.text, words)
+        preview of a relevant page reads the same tokens again, not the text a second time);
+        kept on the page (``RecentFrequencies`` remembers them)."""
+        known = page.terms.setdefault(FREQUENCIES, {})
+        if self.terms_key not in known:
+            analysed = page.terms.get(self.terms_key)
+            if analysed is not None:
+                known[self.terms_key] = analysed.frequencies()
+            else:
+                words = page.terms.get(WORDS)
+                if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
+                    words = page_tokens(page)[1]
+                known[self.terms_key] = self.term_frequencies(page.text, words)
+        return known[self.terms_key]
 
     def term_frequencies(self, text: str, words: Mapping[str, int] | None = None) -> dict[str, int]:
         """The terms of ``text`` (or of its ``word_counts``, if made already) with their counts.
