@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import shutil
 import socket
 import sqlite3
@@ -17,12 +18,13 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
+from focuscrawl import judging, text
 from focuscrawl.crawler import Crawler
 from focuscrawl.judging import JUDGES_PREFIX, Judge, JudgePool
 from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
-from focuscrawl.text import Analyzer, RecentFrequencies, remembered_frequencies
+from focuscrawl.text import Analyzer, RecentFrequencies
 
 
 def crawl(config, directory) -> sqlite3.Connection:
@@ -329,21 +331,26 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
     assert not folder.exists()  # the handed-over critics go with the pool
 
 
-def test_a_judge_remembers_the_terms_of_the_pages_it_judged_last_for_judging_them_again(make_config):
+def test_a_judging_worker_judges_again_and_analyses_from_the_terms_of_the_pages_it_judged_last(
+        make_config, tmp_path, monkeypatch):
     """A judging worker judges a stored page again (or analyses it for a step) from the terms it
-    worked out when it judged the page: the same terms, keyed by the text the store keeps."""
+    worked out when it judged the page: no second analysis, the same terms and judgements; the
+    first pages judged are forgotten past its share. (The worker's functions, called here.)"""
     site = build_site(pages=40, hosts=1, seed=3)
     positives, negatives = site.examples("networking", 8)
-    judge = Judge(make_config(seeds=["http://x/"]), Critic("svm-linear").fit(positives, negatives), apprentice=False)
-    judge.recent = RecentFrequencies(pages=2)
-    stored = [judge(site.render(i).encode(), f"http://x/{i}.html", "utf-8", "").page.text for i in range(3)]
-    known = judge.recent.known(stored)
-    analyzer = Analyzer("en", stem=True)  # the critic's
-    assert {text for _, text in known} == set(stored[1:])  # the oldest is forgotten
-    assert all(counted == analyzer.term_frequencies(text) for (_, text), counted in known.items())
-    with remembered_frequencies(known):
-        again = judge.critic.predict_proba(stored)
-    np.testing.assert_allclose(again, judge.critic.predict_proba(stored))
+    critic = Critic("svm-linear").fit(positives, negatives)
+    (tmp_path / "2.pickle").write_bytes(pickle.dumps(Judge(make_config(seeds=["http://x/"]), critic, apprentice=False)))
+    monkeypatch.setattr(judging, "_worker_recent", RecentFrequencies(pages=2))
+    monkeypatch.setattr(judging, "_worker_version", 1)  # the judge handed over as version 2 is read first
+    stored = [judging._judge_in_worker(2, str(tmp_path), site.render(i).encode(), f"http://x/{i}.html", "utf-8", "",
+                                       frozenset(), False).page.text for i in range(3)]
+    analysed, word_counts = [], text.word_counts
+    monkeypatch.setattr(text, "word_counts", lambda words: analysed.append(words) or word_counts(words))
+    again = judging._judge_again_in_worker(2, str(tmp_path), list(enumerate(stored)))
+    frequencies = judging._frequencies_in_worker("en", True, stored)
+    assert analysed == [stored[0], stored[0]]  # the oldest was forgotten; the others are remembered
+    np.testing.assert_allclose([relevance for relevance, *_ in again], critic.predict_proba(stored))
+    assert frequencies == [Analyzer("en", stem=True).term_frequencies(words) for words in stored]
 
 
 def test_the_judges_a_killed_crawl_left_behind_are_removed_by_the_next_and_a_running_crawls_are_kept(make_config):

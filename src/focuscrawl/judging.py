@@ -28,8 +28,8 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
-from focuscrawl.text import (WORDS, Analyzer, RecentFrequencies, remembered_frequencies, signature, stopword_score,
-                             word_counts)
+from focuscrawl.text import (RECENT_PAGES, WORDS, Analyzer, RecentFrequencies, remembered_frequencies, signature,
+                             stopword_score, word_counts)
 
 log = logging.getLogger(__name__)
 TEXTS_PER_TASK = 200  # texts a worker judges again or analyses for a learning step before the pages sent meanwhile
@@ -124,6 +124,9 @@ class Judge:
         judged.classify_seconds = time.perf_counter() - parsed
         return judged
 
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "recent": None}  # a worker's own
+
     def _link_priorities(self, page: Page, judgement: Judgement) -> np.ndarray:
         """Every link's priority by the apprentice, its source scored as the critic judged it."""
         settings, every = self.apprentice_settings, list(range(len(page.links)))
@@ -147,11 +150,17 @@ _worker_version = 0
 _worker_recent = RecentFrequencies()  # kept across the worker's judges
 
 
-def _start_worker(judge: bytes, version: int, parent: int) -> None:
-    global _worker_judge, _worker_version
-    _worker_judge, _worker_version = pickle.loads(judge), version
-    _worker_judge.recent = _worker_recent
+def _start_worker(judge: bytes, version: int, parent: int, recent_pages: int) -> None:
+    _worker_recent.pages = recent_pages
+    _use_in_worker(pickle.loads(judge), version)
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _use_in_worker(judge: Judge, version: int) -> None:
+    """This worker judges with ``judge`` from now on, remembering what it judged."""
+    global _worker_judge, _worker_version
+    judge.recent = _worker_recent
+    _worker_judge, _worker_version = judge, version
 
 
 def _exit_with(parent: int) -> None:
@@ -164,10 +173,8 @@ def _exit_with(parent: int) -> None:
 def _current_judge(version: int, judges: str) -> Judge:
     """The pool's current judge: a worker that has an older one reads the new one first, from
     the file the pool wrote for that version in the folder ``judges``."""
-    global _worker_judge, _worker_version
     if version != _worker_version:
-        _worker_judge, _worker_version = pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version
-        _worker_judge.recent = _worker_recent
+        _use_in_worker(pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version)
     return _worker_judge
 
 
@@ -264,7 +271,8 @@ class JudgePool:
             self._version += 1
             context = _worker_context()
             self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
-                                             initializer=_start_worker, initargs=(state, self._version, os.getpid()))
+                                             initializer=_start_worker,
+                                             initargs=(state, self._version, os.getpid(), RECENT_PAGES // self.workers))
             if context.get_start_method() == "fork":  # now, while this process has one thread
                 gc.freeze()  # what they inherit, they never collect: no finalizer of ours runs in them, no page is copied
                 try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
 import zlib
 from array import array
@@ -30,7 +31,7 @@ except ImportError:  # not built (no C compiler at install)
 WORDS = "words"  # a page's word_counts in ``Page.terms``, while it is judged
 TOKENS = "tokens"  # its words in order, LEAF_BREAK between its leaves, and their counts (``page_tokens``)
 FREQUENCIES = "frequencies"  # its term frequencies by analyzer settings, once worked out (``page_frequencies``)
-RECENT_PAGES = 20_000  # pages whose term frequencies a judging worker keeps (about 3 KB each)
+RECENT_PAGES = 20_000  # pages whose term frequencies the judging workers keep, together (about 3 KB each)
 # a letter, then letters and digits, then maybe 's or 't…; possessive (nothing can follow
 # a run that would give some of it back), which makes findall 1.6x faster on real pages
 TOKEN = re.compile(r"[^\W\d_][^\W_]*+(?:'[^\W\d_]++)?")
@@ -123,9 +124,10 @@ def remembered_frequencies(known: dict | None = None):
 class RecentFrequencies:
     """The term frequencies of the last pages judged here, by a digest of their text: a judging
     worker judges a page again after a retraining, or analyses it for a learning step's sample,
-    from what it worked out when it judged the page first (over a crawl's steps its pages are
-    judged again about 1.5 times). The terms are the analyzer's own strings, shared, so a page
-    costs about 3 KB; the oldest are forgotten past ``pages``."""
+    from what it worked out when it judged the page (a crawl's steps, at a tenth of its budget and
+    each doubling, judge 1.5 times its pages again). Only the pages this worker judged: with W
+    workers, about 1/W of a chunk. The terms are interned (stems are shared anyway); the first
+    judged are forgotten past ``pages``."""
 
     def __init__(self, pages: int = RECENT_PAGES):
         self.pages = pages
@@ -136,8 +138,9 @@ class RecentFrequencies:
         analysed = page.terms.get(FREQUENCIES)
         if not analysed or not page.text:
             return
-        self._by_digest[_digest(page.text)] = [(terms_key, tuple(frequencies), array("I", frequencies.values()))
-                                               for terms_key, frequencies in analysed.items()]
+        self._by_digest[_digest(page.text)] = [
+            (terms_key, tuple(map(sys.intern, frequencies)), array("I", frequencies.values()))
+            for terms_key, frequencies in analysed.items()]
         while len(self._by_digest) > self.pages:
             del self._by_digest[next(iter(self._by_digest))]
 
