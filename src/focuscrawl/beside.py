@@ -4,8 +4,8 @@ again when the critic changes (BINGO!'s reclassification, the new judgements aft
 
 Judging again goes a chunk at a time (:class:`Rejudging`): memory holds one chunk of texts, the
 chunks are judged by the crawl's judging workers (or in a thread when it has none), so the crawl
-keeps fetching while a million pages are judged again, and how far it got is kept in the crawl (meta ``rejudging``), so a crawl stopped midway
-goes on at resume where it was. A crawl that ends waits for its steps; a crawl stopped leaves
+keeps fetching while a million pages are judged again, and how far it got is kept in the crawl
+(meta ``rejudging``), so a crawl stopped midway goes on at resume where it was. A crawl that ends waits for its steps; a crawl stopped leaves
 them to resume (a step's schedule is saved with its outcome, so it is taken again)."""
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def write_priorities(store, priorities: np.ndarray, url_ids: np.ndarray) -> None
 
 
 def _knowing(known: dict | None, work: Callable[[], T]) -> T:
+    """``work()`` finding the frequencies ``known`` (none: as it is)."""
+    if not known:
+        return work()
     with remembered_frequencies(known):
         return work()
 
@@ -75,7 +78,7 @@ class Rejudging:
     over the pages still end in a pass with the newest critic."""
 
     def __init__(self, store, critic: Callable[[], object], done: Callable[[], None], stage_seconds: Counter,
-                 judges: Callable[[], JudgePool] | None = None):
+                 judges: Callable[[], JudgePool]):
         """``judges``: the crawl's judging workers, which judge the chunks when it has them."""
         self.store, self.critic, self.done, self.stage_seconds = store, critic, done, stage_seconds
         self.judges = judges
@@ -129,7 +132,7 @@ class Rejudging:
         that took over since without judging again, as pseudo examples do), or in a thread of this
         process with the round's own copy of the critic (the crawl goes on judging with the
         critic, and its caches are not for two threads)."""
-        judged = await self.judges().judge_again(rows) if self.judges is not None else None
+        judged = await self.judges().judge_again(rows)
         if judged is None:
             if self._copied[0] != round_:
                 self._copied = (round_, copy.deepcopy(self.critic()))
@@ -185,7 +188,7 @@ class StepsBeside:
 
         async def step() -> None:
             known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
-            then(await (asyncio.to_thread(_knowing, known, work) if known else asyncio.to_thread(work)))
+            then(await asyncio.to_thread(_knowing, known, work))
 
         task = loop.create_task(step())
         self._tasks.add(task)

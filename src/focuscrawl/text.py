@@ -218,15 +218,17 @@ class Analyzer:
         kept on the page (``RecentFrequencies`` remembers them)."""
         known = page.terms.setdefault(FREQUENCIES, {})
         if self.terms_key not in known:
-            analysed = page.terms.get(self.terms_key)
-            if analysed is not None:
-                known[self.terms_key] = analysed.frequencies()
-            else:
-                words = page.terms.get(WORDS)
-                if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
-                    words = page_tokens(page)[1]
-                known[self.terms_key] = self.term_frequencies(page.text, words)
+            known[self.terms_key] = self._page_frequencies(page)
         return known[self.terms_key]
+
+    def _page_frequencies(self, page) -> dict[str, int]:
+        analysed = page.terms.get(self.terms_key)
+        if analysed is not None:
+            return analysed.frequencies()
+        words = page.terms.get(WORDS)
+        if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
+            words = page_tokens(page)[1]
+        return self.term_frequencies(page.text, words)
 
     def term_frequencies(self, text: str, words: Mapping[str, int] | None = None) -> dict[str, int]:
         """The terms of ``text`` (or of its ``word_counts``, if made already) with their counts.
