@@ -464,7 +464,7 @@ class Publication:
         few seconds, or ``now``)."""
         if not now and time.monotonic() < self._look_at:
             return
-        self._look_at = time.monotonic() + FOLLOW_SECONDS
+        joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         phase = self.store.get_meta("phase")
         if phase and phase != self.control.phase:
             self.control.set_phase(phase)
@@ -474,6 +474,8 @@ class Publication:
             self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
                                                    "a critic or a taxonomy model", "the critic published")
             self.version = version
+            log.info("judging with the critic published as version %s", version)
+        elif joined and version:  # loaded as the worker joined (workers.join), said once the log is open
             log.info("judging with the critic published as version %s", version)
 
 
