@@ -178,10 +178,12 @@ class ApprenticeLoop:
         """Score with the model published last (looked up every few seconds, or ``now``)."""
         if not now and time.monotonic() < self._look_at:
             return
-        self._look_at = time.monotonic() + FOLLOW_SECONDS
+        joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         version = self.store.get_meta("apprentice_version")
         if version != self.version:
             self.model, self.version = self._saved_or_new(), version
+            log.info("apprentice: scoring with the apprentice published as version %s", version)
+        elif joined and version:  # loaded as this worker started, said once the crawl's log is open
             log.info("apprentice: scoring with the apprentice published as version %s", version)
 
     def _families(self, page: Page, judgement: Judgement | None) -> tuple[bool, str | None, dict[int, bool] | None]:
