@@ -71,8 +71,9 @@ class ApprenticeLoop:
                  stage_seconds: Counter):
         self.settings = config.apprentice
         self.store, self.frontier, self.steps, self.stage_seconds = store, frontier, steps, stage_seconds
+        # the version published last, read before the model: one published in between is taken up later
+        self.version, self._look_at = store.get_meta("apprentice_version"), 0.0
         self.model = self._load_model()
-        self.version, self._look_at = store.get_meta("apprentice_version"), 0.0  # the model published last
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
         self._studying = False  # a batch is being learnt beside the crawl

@@ -156,7 +156,7 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
     repository = PgRepository(dsn, crawl, directory, worker, config.store.warc, config.store.warc_max_bytes,
                               config.frontier.lease_seconds)
     crawler = Crawler(directory, config, store=repository)
-    data = repository.load_model(CRITIC_MODEL)
+    data = repository.load_model(CRITIC_MODEL)  # after the version was read: one published between is taken up again
     if data is not None:
         crawler.critic = model_from_bytes(data, CRITICS, "a critic or a taxonomy model", f"{shown(dsn)} (the critic)")
     return crawler
