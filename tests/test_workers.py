@@ -169,6 +169,20 @@ def test_one_worker_at_a_time_takes_the_reliable_negatives_steps_and_the_other_j
     assert db.execute("SELECT value FROM meta WHERE key = 'rejudging'").fetchone() == ("",)  # the pages judged again
 
 
+def test_a_worker_that_joins_after_a_critic_was_published_says_it_judges_with_that_version(
+        serve, tmp_path, postgres_dsn):
+    db, _, logged = learning_crawl(serve, tmp_path, postgres_dsn, {"negatives_after": 20}, example_pages=True)
+    version = db.execute("SELECT value FROM meta WHERE key = 'critic_version'").fetchone()[0]
+    assert int(version) >= 1
+    # the test holds the learning lock: the worker that goes on is never elected, and loads the critic as it joins
+    db.execute("SELECT pg_advisory_lock(hashtext(current_schema() || ':learning'))")
+    again = run("resume", str(tmp_path / "crawl"), "--workers", "1", "--max-pages", "230")
+    assert again.returncode == 0, again.stderr
+    later = (tmp_path / "crawl" / "crawl.log").read_text(encoding="utf-8")[len(logged):]
+    assert f"judging with the critic published as version {version}\n" in later and "Traceback" not in later
+    assert db.execute("SELECT COUNT(*) FROM fetches").fetchone()[0] >= 230
+
+
 def test_bingos_link_analysis_and_archetypes_run_in_one_worker_of_a_shared_crawl(serve, tmp_path, postgres_dsn):
     db, steps, logged = learning_crawl(serve, tmp_path, postgres_dsn, {
         "link_analysis": True, "retrain": True, "hubs": 2, "window": 20, "every_positives": 10, "harvest_below": None,

@@ -184,7 +184,7 @@ class ApprenticeLoop:
         if version != self.version:
             self.model, self.version = self._saved_or_new(), version
             log.info("apprentice: scoring with the apprentice published as version %s", version)
-        elif joined and version:  # loaded as this worker started, said once the crawl's log is open
+        elif joined and version:  # loaded as this worker started, before the crawl's log was open
             log.info("apprentice: scoring with the apprentice published as version %s", version)
 
     def _families(self, page: Page, judgement: Judgement | None) -> tuple[bool, str | None, dict[int, bool] | None]:

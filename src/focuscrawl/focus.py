@@ -461,7 +461,8 @@ class Publication:
 
     def follow(self, now: bool = False) -> None:
         """Judge with the critic published last, in the phase switched to last (looked up every
-        few seconds, or ``now``)."""
+        few seconds, or ``now``). The first look says what the worker joined with: it loaded them
+        before its log was open."""
         if not now and time.monotonic() < self._look_at:
             return
         joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
@@ -469,13 +470,15 @@ class Publication:
         if phase and phase != self.control.phase:
             self.control.set_phase(phase)
             log.info("the %s phase, as the elected worker switched", phase)
+        elif joined and phase == "harvesting":  # switched before this worker joined
+            log.info("the %s phase, as the elected worker switched", phase)
         version = self.store.get_meta("critic_version")
         if version != self.version:
             self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
                                                    "a critic or a taxonomy model", "the critic published")
             self.version = version
             log.info("judging with the critic published as version %s", version)
-        elif joined and version:  # loaded as the worker joined (workers.join), said once the log is open
+        elif joined and version:  # loaded by workers.join
             log.info("judging with the critic published as version %s", version)
 
 
