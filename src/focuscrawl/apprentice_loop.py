@@ -181,10 +181,10 @@ class ApprenticeLoop:
             return
         joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         version = self.store.get_meta("apprentice_version")
-        if version != self.version:
+        published = version != self.version
+        if published:
             self.model, self.version = self._saved_or_new(), version
-            log.info("apprentice: scoring with the apprentice published as version %s", version)
-        elif joined and version:  # loaded as this worker started, before the crawl's log was open
+        if published or (joined and version):  # (published before: loaded as this worker started)
             log.info("apprentice: scoring with the apprentice published as version %s", version)
 
     def _families(self, page: Page, judgement: Judgement | None) -> tuple[bool, str | None, dict[int, bool] | None]:

@@ -467,18 +467,18 @@ class Publication:
             return
         joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         phase = self.store.get_meta("phase")
-        if phase and phase != self.control.phase:
+        switched = bool(phase) and phase != self.control.phase
+        if switched:
             self.control.set_phase(phase)
-            log.info("the %s phase, as the elected worker switched", phase)
-        elif joined and phase == "harvesting":  # switched before this worker joined
+        if switched or (joined and phase == "harvesting"):  # (switched before: the worker started in it)
             log.info("the %s phase, as the elected worker switched", phase)
         version = self.store.get_meta("critic_version")
-        if version != self.version:
+        published = version != self.version
+        if published:
             self.control.critic = model_from_bytes(self.store.load_model(CRITIC_MODEL), (Critic, TaxonomyModel),
                                                    "a critic or a taxonomy model", "the critic published")
             self.version = version
-            log.info("judging with the critic published as version %s", version)
-        elif joined and version:  # loaded by workers.join
+        if published or (joined and version):  # (published before: workers.join loaded it)
             log.info("judging with the critic published as version %s", version)
 
 
