@@ -22,7 +22,7 @@ from focuscrawl.apprentice import (Apprentice, median_score, pack, page_link_blo
                                   rehashing)
 from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
-from focuscrawl.focus import FOLLOW_SECONDS
+from focuscrawl.focus import Lookout
 from focuscrawl.frontier import Discovered, Frontier, Seen
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import Page
@@ -72,7 +72,7 @@ class ApprenticeLoop:
         self.settings = config.apprentice
         self.store, self.frontier, self.steps, self.stage_seconds = store, frontier, steps, stage_seconds
         # the version published last, read before the model: one published in between is taken up later
-        self.version, self._look_at = store.get_meta("apprentice_version"), 0.0
+        self.version, self.lookout = store.get_meta("apprentice_version"), Lookout()
         self.model = self._load_model()
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
@@ -177,9 +177,9 @@ class ApprenticeLoop:
 
     def follow(self, now: bool = False) -> None:
         """Score with the model published last (looked up every few seconds, or ``now``)."""
-        if not now and time.monotonic() < self._look_at:
+        joined = self.lookout.look(now)
+        if joined is None:
             return
-        joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         version = self.store.get_meta("apprentice_version")
         published = version != self.version
         if published:

@@ -5,8 +5,9 @@ again when the critic changes (BINGO!'s reclassification, the new judgements aft
 Judging again goes a chunk at a time (:class:`Rejudging`): memory holds one chunk of texts, the
 chunks are judged by the crawl's judging workers (or in a thread when it has none), so the crawl
 keeps fetching while a million pages are judged again, and how far it got is kept in the crawl
-(meta ``rejudging``), so a crawl stopped midway goes on at resume where it was. A crawl that ends waits for its steps; a crawl stopped leaves
-them to resume (a step's schedule is saved with its outcome, so it is taken again)."""
+(meta ``rejudging``), so a crawl stopped midway goes on at resume where it was. A crawl that
+ends waits for its steps; a crawl stopped leaves them to resume (a step's schedule is saved with
+its outcome, so it is taken again)."""
 
 from __future__ import annotations
 

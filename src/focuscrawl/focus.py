@@ -445,13 +445,29 @@ class Adaptation:
         self.measuring = None
 
 
+class Lookout:
+    """When a shared crawl's worker that does not learn looks up what the elected one published:
+    every ``FOLLOW_SECONDS``, or now. Its first look is the one that says what it joined with,
+    which it loaded before the crawl's log was open."""
+
+    def __init__(self):
+        self._next: float | None = None  # None: not looked yet
+
+    def look(self, now: bool = False) -> bool | None:
+        """None when it is not time yet; otherwise whether this is the first look."""
+        if not now and self._next is not None and time.monotonic() < self._next:
+            return None
+        first, self._next = self._next is None, time.monotonic() + FOLLOW_SECONDS
+        return first
+
+
 class Publication:
     """The crawl's critic and phase as the worker taking the learning steps publishes them and the
     others take them up (in a shared crawl; an SQLite crawl's one process publishes to nobody)."""
 
     def __init__(self, store, control: CrawlControl):
         self.store, self.control = store, control
-        self.version, self._look_at = store.get_meta("critic_version"), 0.0
+        self.version, self.lookout = store.get_meta("critic_version"), Lookout()
 
     def publish(self, critic) -> None:
         """A retrained critic takes over here, with a new version (in a shared crawl, in every worker)."""
@@ -463,9 +479,9 @@ class Publication:
         """Judge with the critic published last, in the phase switched to last (looked up every
         few seconds, or ``now``). The first look says what the worker joined with: it loaded them
         before its log was open."""
-        if not now and time.monotonic() < self._look_at:
+        joined = self.lookout.look(now)
+        if joined is None:
             return
-        joined, self._look_at = not self._look_at, time.monotonic() + FOLLOW_SECONDS
         phase = self.store.get_meta("phase")
         switched = bool(phase) and phase != self.control.phase
         if switched:
