@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import multiprocessing
+import os
+import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,7 +18,9 @@ import yaml
 
 from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_blobs, page_link_features,
                                   term_ids, wanted_features)
-from focuscrawl.apprentice_loop import ApprenticeLoop
+from focuscrawl.apprentice_loop import rescore_due, rescored
+from focuscrawl.beside import ProcessBeside, ProcessLost
+from focuscrawl.config import dump_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
@@ -377,7 +385,7 @@ def test_the_frontier_is_re_scored_at_the_switch_in_then_as_the_instances_grow(i
     due, rescored_at = [], None
     for learnt in (0, 100, 110, 124, 125, 150, 157):
         crawler.apprentice.model.instances_ = np.array([learnt / 2, learnt / 2])
-        due.append(crawler.apprentice.rescore_due(crawler.apprentice.model, rescored_at))
+        due.append(rescore_due(crawler.apprentice.model, rescored_at, crawler.config.apprentice.rescore_growth))
         rescored_at = learnt if due[-1] else rescored_at
     assert due == [False, True, False, False, True, False, True]  # untrained; switch-in; +25 % each
     crawler.store.close()
@@ -408,7 +416,7 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
         expected[target] = max(expected.get(target, 0.0), score_of[blob])
     for chunk in (1, 3, 50_000):
         priorities, targets = crawler.store.run_unit(
-            lambda: ApprenticeLoop._rescored(crawler.store, crawler.apprentice.model, chunk))
+            lambda: rescored(crawler.store, crawler.apprentice.model, chunk))
         assert dict(zip(targets.tolist(), priorities.tolist())) == pytest.approx(expected)
     crawler.store.close()
 
@@ -459,6 +467,62 @@ def test_links_scored_by_the_judging_workers_get_the_priorities_this_process_wou
             db.execute("SELECT url, round(priority, 9) FROM urls WHERE state = 0 ORDER BY url").fetchall())
     assert len(went_on[1][0]) >= 100 and went_on[1][1]
     assert went_on[1] == went_on[2]
+
+
+def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_crawl(serve, make_config, tmp_path):
+    """A crawl of more than one process learns its batches in a process forked beside its own
+    (its interpreter stays free for the pages): it says so, keeps each batch's model, re-scores
+    its frontier with what that process learnt, and the process ends with the crawl."""
+    pages = idiom_site()
+    server = serve(pages)
+    for kind, prefix in (("positives", "/c0-"), ("negatives", "/g0-")):
+        (tmp_path / kind).mkdir()
+        for i in range(3):
+            (tmp_path / kind / f"{i}.html").write_text(pages[f"{prefix}{i}"])
+    config = make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": 200},
+                         topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
+                         apprentice={"batch": 40, "blend": False}, fetch={"concurrency": 4, "processes": 2},
+                         frontier={"link_clusters": None}, adaptation={"negatives_after": None})
+    dump_config(config, tmp_path / "crawl.yml")
+    crawled = subprocess.run([sys.executable, "-m", "focuscrawl", "crawl", str(tmp_path / "crawl.yml"),
+                              "--out", str(tmp_path / "crawl"), "--quiet"], capture_output=True, text=True, timeout=240)
+    assert crawled.returncode == 0 and "Traceback" not in crawled.stderr, crawled.stderr
+    log = (tmp_path / "crawl" / "crawl.log").read_text()
+    told = re.findall(r"apprentice: batches are learnt in a process beside the crawl's \(pid (\d+)\)", log)
+    assert len(told) == 1, log
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(told[0]), 0)  # it ended with the crawl
+    assert "learning failed" not in log and "not taken" not in log
+    db = sqlite3.connect(tmp_path / "crawl" / "crawl.db")
+    assert int(db.execute("SELECT value FROM meta WHERE key = 'apprentice_version'").fetchone()[0]) >= 3
+    # the crawl took up the model learnt there: ready, it scored the links found after
+    assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
+    assert len(re.findall(r"apprentice: \d+ new instances", log)) >= 3
+    queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
+    chess, garden = (db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%"))
+    assert chess > garden + 0.2  # best-first would give both a hub's score
+
+
+def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_clear_way():
+    process = ProcessBeside(multiprocessing.get_context("fork"))
+
+    async def steps() -> None:
+        assert await process.run(functools.partial(pow, 3, 4)) == 81
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            await process.run(functools.partial(divmod, 1, 0))
+        assert await process.run(functools.partial(pow, 2, 5)) == 32  # a failed step leaves it working
+        os.kill(process.pid, 9)
+        with pytest.raises(ProcessLost):
+            await process.run(functools.partial(pow, 2, 2))
+
+    assert process.run_now(functools.partial(max, 2, 7)) == 7
+    asyncio.run(steps())
+    process.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(process.pid, 0)
+    idle = ProcessBeside(multiprocessing.get_context("fork"))
+    idle.close()  # told to end
+    assert idle._process.exitcode == 0
 
 
 def test_report_shows_the_offsets_matter_on_the_idiom_site(idiom_crawl, tmp_path):

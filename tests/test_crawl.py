@@ -375,10 +375,10 @@ def test_judging_workers_are_forked_from_a_crawl_with_one_thread_and_spawned_bes
     beside another thread could inherit a lock that thread holds, and one in a running event loop
     its signal handling: then they are spawned."""
     probe = ("import asyncio, threading, focuscrawl.judging as j\n"
-             "async def in_a_loop(): return j._worker_context().get_start_method()\n"
-             "print(j._worker_context().get_start_method(), asyncio.run(in_a_loop()))\n"
+             "async def in_a_loop(): return j.worker_context().get_start_method()\n"
+             "print(j.worker_context().get_start_method(), asyncio.run(in_a_loop()))\n"
              "threading.Thread(target=threading.Event().wait, args=(2,), daemon=True).start()\n"
-             "print(j._worker_context().get_start_method())")
+             "print(j.worker_context().get_start_method())")
     methods = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert methods.split() == ["fork", "spawn", "spawn"]
 

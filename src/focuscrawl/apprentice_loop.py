@@ -60,10 +60,60 @@ class ScoredLinks:
 class Lesson:
     """What a batch of learning made beside the crawl, kept on the crawl loop."""
 
-    model: Apprentice
+    model: Apprentice | None  # none when made in another process: ``saved`` is loaded (one pickle, not two)
     saved: bytes  # the model as saved
-    instances: NewInstances  # what it learnt, marked learnt when it is saved
+    instances: NewInstances  # what it learnt, marked learnt when it is saved (their rows only, from another process)
     rescored: tuple[np.ndarray, np.ndarray] | None  # (priorities, url ids) of the queued URLs, when due
+
+
+@dataclass
+class Batch:
+    """A batch of learning, taken beside the crawl (called in a thread, or pickled to the
+    process beside it): the new instances learnt by ``model`` (a copy of the crawl's), and the
+    queued URLs' new priorities when due. A failure is logged and leaves the instances to the
+    next batch."""
+
+    reader: InstanceReader  # or a shared crawl's
+    model: Apprentice
+    rescored_at: str | None
+    rescore_growth: float
+    instance_label: Callable[[str], float] | None = None
+    apart: bool = False  # in another process: the lesson comes back as light as it can
+
+    def __call__(self) -> Lesson | None:
+        try:
+            with self.reader.snapshot():
+                lesson = self._study(self.reader)
+        except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
+            log.exception("apprentice: learning failed; continuing with the saved model")
+            return None
+        if self.apart:
+            return Lesson(None, lesson.saved, lesson.instances._replace(rows=[]), lesson.rescored)
+        return lesson
+
+    def _study(self, source) -> Lesson:
+        model = self.model
+        with gc_paused():
+            instances = source.new_instances()
+            if instances.rows:
+                blobs, relevance, copies, parents, targets = zip(*instances.rows)
+                if self.instance_label is not None:
+                    urls = source.urls_of(list(targets))
+                    relevance = [self.instance_label(urls[target]) for target in targets]
+                model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(source.queries),
+                                  np.array(copies))
+            due = rescore_due(model, self.rescored_at, self.rescore_growth)
+            return Lesson(model, model.dumps(), instances, rescored(source, model) if due else None)
+
+
+def rescore_due(model: Apprentice, rescored_at: str | None, growth: float) -> bool:
+    """At the switch-in, then whenever the apprentice has learnt ``growth`` (``rescore_growth``)
+    more instances than at the last re-scoring (``rescored_at``; by default, twice as many): the
+    early batches, which change it most, still each re-score, and re-scoring costs about two
+    passes over the final frontier in all (a geometric series), not one per batch (the
+    frontier grows with the crawl). Links found meanwhile get the current model's score."""
+    learnt = float(model.instances_.sum())
+    return model.ready and (rescored_at is None or learnt >= float(rescored_at) * (1 + growth))
 
 
 class ApprenticeLoop:
@@ -77,6 +127,8 @@ class ApprenticeLoop:
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
         self._studying = False  # a batch is being learnt beside the crawl
+        self._told_apart = False
+        steps.start_process()  # batches are learnt there (forked now, while this process has one thread)
         store.track_instances()
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",
@@ -198,43 +250,25 @@ class ApprenticeLoop:
 
     def train(self) -> None:
         """Learn the links whose targets were judged since the last batch, then, when due, re-score
-        every queued URL (the best of its incoming links): read and computed in a thread beside
-        the crawl, on a snapshot of it (:meth:`Repository.instance_reader`), while the crawl goes
-        on scoring with the model it has; kept on the crawl loop (:meth:`_keep`). One batch at a
-        time: pages stored meanwhile wait for the next. In a shared crawl, the elected worker
-        learns so."""
+        every queued URL (the best of its incoming links): read and computed beside the crawl (a
+        :class:`Batch`, in the process beside it when it has one, else in a thread), on a snapshot
+        of it (:meth:`Repository.instance_reader`), while the crawl goes on scoring with the model
+        it has; kept on the crawl loop (:meth:`_keep`). One batch at a time: pages stored
+        meanwhile wait for the next. In a shared crawl, the elected worker learns so."""
         if self._studying:
             return
         clock = time.perf_counter()
-        rescored_at = self.store.get_meta("apprentice_rescored_at")
-        reader = self.store.instance_reader()
+        process = self.steps.process if self.instance_label is None else None  # (eval's truth labels are a closure)
+        apart = process is not None
+        if apart and not self._told_apart:
+            log.info("apprentice: batches are learnt in a process beside the crawl's (pid %d)", process.pid)
+            self._told_apart = True
+        batch = Batch(self.store.instance_reader(), self.model if apart else copy.deepcopy(self.model),
+                      self.store.get_meta("apprentice_rescored_at"), self.settings.rescore_growth, self.instance_label,
+                      apart)  # a copy of the model: the crawl's own goes on scoring (and caching its weights)
         self._studying = True
-        model = copy.deepcopy(self.model)  # taken here: the crawl's own goes on scoring (and caching its weights)
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
-        self.steps.run(lambda: self._study_apart(reader, model, rescored_at), self._keep)
-
-    def _study_apart(self, reader: InstanceReader, model: Apprentice, rescored_at: str | None) -> Lesson | None:
-        """:meth:`_study` in the thread; a failure is logged and leaves the instances to the next batch."""
-        try:
-            with reader.snapshot():
-                return self._study(reader, model, rescored_at)
-        except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
-            log.exception("apprentice: learning failed; continuing with the saved model")
-            return None
-
-    def _study(self, source, model: Apprentice, rescored_at: str | None) -> Lesson:
-        """The new instances learnt by ``model`` (a copy), and the queued URLs' new priorities when due."""
-        with gc_paused():
-            instances = source.new_instances()
-            if instances.rows:
-                blobs, relevance, copies, parents, targets = zip(*instances.rows)
-                if self.instance_label is not None:
-                    urls = source.urls_of(list(targets))
-                    relevance = [self.instance_label(urls[target]) for target in targets]
-                model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(source.queries),
-                                  np.array(copies))
-            due = self.rescore_due(model, rescored_at)
-            return Lesson(model, model.dumps(), instances, self._rescored(source, model) if due else None)
+        self.steps.run(batch, self._keep, apart=apart)
 
     def _keep(self, lesson: Lesson | None) -> None:
         """On the crawl loop: the model saved and published with its instances marked learnt, in one
@@ -243,7 +277,8 @@ class ApprenticeLoop:
         self._studying = False
         if lesson is None:
             return
-        clock, model = time.perf_counter(), lesson.model
+        clock = time.perf_counter()
+        model = lesson.model if lesson.model is not None else Apprentice.loads(lesson.saved)
 
         def save() -> str:
             version = str(int(self.version or 0) + 1)
@@ -265,39 +300,30 @@ class ApprenticeLoop:
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         blend = model.blend
         log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s",
-                 len(lesson.instances.rows), *model.instances_, rescored,
+                 len(lesson.instances.ids), *model.instances_, rescored,
                  "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
-    def rescore_due(self, model: Apprentice, rescored_at: str | None) -> bool:
-        """At the switch-in, then whenever the apprentice has learnt ``rescore_growth`` more
-        instances than at the last re-scoring (``rescored_at``; by default, twice as many): the
-        early batches, which change it most, still each re-score, and re-scoring costs about two
-        passes over the final frontier in all (a geometric series), not one per batch (the
-        frontier grows with the crawl). Links found meanwhile get the current model's score."""
-        learnt = float(model.instances_.sum())
-        return model.ready and (rescored_at is None or learnt >= float(rescored_at) * (1 + self.settings.rescore_growth))
 
-    @staticmethod
-    def _rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-        """(priorities, url ids) of the queued URLs with link instances, the best of each one's
-        incoming links: read chunk by chunk in target order (the links never all in memory); a
-        target whose links straddle two chunks keeps the best of both."""
-        bests, firsts_seen = [], []
-        carried: tuple[int, float] | None = None  # the last target read, maybe continued in the next chunk
-        links = source.queued_link_features()
-        while block := links.fetchmany(chunk):
-            targets, blobs, parents = zip(*block)
-            targets, scores = np.array(targets), model.priority(list(blobs), np.array(parents))
-            starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
-            best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
-            if carried is not None and carried[0] == firsts[0]:
-                best[0] = max(best[0], carried[1])
-            elif carried is not None:
-                firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
-            carried = (int(firsts[-1]), float(best[-1]))
-            bests.append(best[:-1])
-            firsts_seen.append(firsts[:-1])
-        if carried is None:
-            return np.zeros(0), np.zeros(0, dtype=np.int64)
-        return np.r_[np.concatenate(bests), carried[1]], np.r_[np.concatenate(firsts_seen), carried[0]]
+def rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    """(priorities, url ids) of the queued URLs with link instances, the best of each one's
+    incoming links: read chunk by chunk in target order (the links never all in memory); a
+    target whose links straddle two chunks keeps the best of both."""
+    bests, firsts_seen = [], []
+    carried: tuple[int, float] | None = None  # the last target read, maybe continued in the next chunk
+    links = source.queued_link_features()
+    while block := links.fetchmany(chunk):
+        targets, blobs, parents = zip(*block)
+        targets, scores = np.array(targets), model.priority(list(blobs), np.array(parents))
+        starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+        best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
+        if carried is not None and carried[0] == firsts[0]:
+            best[0] = max(best[0], carried[1])
+        elif carried is not None:
+            firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
+        carried = (int(firsts[-1]), float(best[-1]))
+        bests.append(best[:-1])
+        firsts_seen.append(firsts[:-1])
+    if carried is None:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    return np.r_[np.concatenate(bests), carried[1]], np.r_[np.concatenate(firsts_seen), carried[0]]

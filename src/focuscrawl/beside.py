@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import json
 import logging
+import os
+import signal
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,7 +27,7 @@ from typing import TypeVar
 import numpy as np
 
 from focuscrawl.frontier import HEAD
-from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, judgements
+from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, judgements, worker_context
 from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
@@ -165,6 +169,112 @@ class Rejudging:
         log.info("judged %d stored pages again in %.1f s", judged_here, time.perf_counter() - started)
 
 
+class ProcessLost(Exception):
+    """The process beside the crawl is gone (killed, out of memory)."""
+
+
+class ProcessBeside:
+    """One process forked from the crawl's, in which a step's work runs whole, one at a time:
+    work in a thread of the crawl's process holds its interpreter most of the time (the
+    apprentice's batch of learning took a sixth of an evaluation crawl's process), and the
+    judging workers have pages to judge (a batch there held them up: stop 50). It is forked
+    as the crawl opens, while its process has a single thread and no running loop (see
+    :func:`~focuscrawl.judging.worker_context`); ``start`` gives none where it cannot be. The
+    work and its result go through a pipe, pickled; the crawl's loop waits for the answer
+    without a thread. The process ends with the pipe (the crawl's end, or its death)."""
+
+    def __init__(self, context):
+        self._pipe, theirs = context.Pipe()
+        gc.freeze()  # what it inherits, it never collects: no page of the crawl's is copied
+        try:
+            self._process = context.Process(target=_serve_steps, args=(theirs,), daemon=True,
+                                            name="focuscrawl-steps")
+            self._process.start()
+        finally:
+            gc.unfreeze()
+        theirs.close()
+        self._lock = asyncio.Lock()
+        self._owed = False  # an answer not read yet
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @classmethod
+    def start(cls) -> ProcessBeside | None:
+        context = worker_context()
+        return cls(context) if context.get_start_method() == "fork" else None
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """``work()`` in the process (``work`` and its result must pickle), the crawl's loop going
+        on meanwhile; its exception raised here as a RuntimeError with its traceback, or ProcessLost."""
+        async with self._lock:
+            self._send(work)
+            loop, fd = asyncio.get_running_loop(), self._pipe.fileno()
+            answered = loop.create_future()
+            loop.add_reader(fd, lambda: answered.done() or answered.set_result(None))
+            try:
+                await answered
+            finally:
+                loop.remove_reader(fd)
+            return self._answer()
+
+    def run_now(self, work: Callable[[], T]) -> T:
+        """:meth:`run`, waiting here (no loop is running)."""
+        self._send(work)
+        return self._answer()
+
+    def _send(self, work) -> None:
+        if self._owed:
+            raise ProcessLost("the process beside the crawl still works on a step that was abandoned")
+        self._owed = True  # until its answer is read (a step cancelled meanwhile leaves it owed)
+        try:
+            self._pipe.send(work)
+        except OSError as error:
+            raise ProcessLost(f"the process beside the crawl is gone ({error!r})") from error
+
+    def _answer(self):
+        try:
+            failed, result = self._pipe.recv()
+        except (EOFError, OSError) as error:
+            raise ProcessLost(f"the process beside the crawl is gone ({error!r})") from error
+        self._owed = False
+        if failed:
+            raise RuntimeError(f"in the process beside the crawl:\n{result}")
+        return result
+
+    def close(self) -> None:
+        """Work under way is abandoned (a stopped crawl takes its step again). The process is
+        told to end, not left to see the pipe close: the judging workers, forked after it,
+        hold this end of the pipe too."""
+        try:
+            if not self._owed:
+                self._pipe.send(None)
+                self._process.join(timeout=5)
+        except OSError:
+            pass
+        finally:
+            self._pipe.close()
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+
+
+def _serve_steps(pipe) -> None:
+    """The process beside the crawl: work in, (failed, result or traceback) out, until None or the pipe's end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the crawl's process stops it (Ctrl-C reaches the whole group)
+    try:
+        while (work := pipe.recv()) is not None:
+            try:
+                answer = (False, work())
+            except Exception:  # noqa: BLE001 - the step fails, the process goes on
+                answer = (True, traceback.format_exc())
+            pipe.send(answer)
+    except (EOFError, OSError):
+        pass
+    os._exit(0)  # no finalizers: what it inherited of the crawl's is the crawl's to close
+
+
 class StepsBeside:
     """The learning steps of one crawl (``crawler``: its store, frontier, critic, focus,
     progress and adaptation), taken beside it."""
@@ -174,20 +284,55 @@ class StepsBeside:
         self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds,
                                    lambda: crawler.pages.judges)
         self._tasks: set[asyncio.Task] = set()
+        self.process: ProcessBeside | None = None
 
-    def run(self, work: Callable[[], T], then: Callable[[T], None],
-            analyses: tuple[Analyzer, list[str]] | None = None) -> None:
-        """``work()`` in a thread while the crawl goes on, then ``then(its result)`` on the crawl
-        loop; with no crawl running, both now. ``analyses``: texts that ``work`` analyses, and
-        with which analyzer: the crawl's judging workers analyse them first, and ``work`` finds
-        their terms (``remembered_frequencies``), so that the crawl's own process need not."""
+    def start_process(self) -> bool:
+        """Fork the process for the work that asks for one (``run(…, apart=True)``), if this
+        crawl has more than one process (``fetch.processes``) and it can be forked now; whether it is."""
+        if self.process is None and self.crawler.config.fetch.process_count > 1:
+            self.process = ProcessBeside.start()
+        return self.process is not None
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None
+
+    def _lose(self, lost: ProcessLost, then: Callable[[None], None]) -> None:
+        log.warning("%s; the step is not taken, and steps run in a thread of the crawl's process from now on", lost)
+        self.close()
+        then(None)
+
+    def run(self, work: Callable[[], T], then: Callable[[T | None], None],
+            analyses: tuple[Analyzer, list[str]] | None = None, apart: bool = False) -> None:
+        """``work()`` in a thread while the crawl goes on, or with ``apart`` in the process beside
+        it when it has one (``work`` must pickle; that process lost, ``then(None)``: the work is
+        not done), then ``then(its result)`` on the crawl loop; with no crawl running, both now.
+        ``analyses``: texts that ``work`` analyses, and with which analyzer: the crawl's judging
+        workers analyse them first, and ``work`` finds their terms (``remembered_frequencies``),
+        so that the crawl's own process need not."""
+        process = self.process if apart else None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            then(work())
+            if process is None:
+                then(work())
+                return
+            try:
+                then(process.run_now(work))
+            except ProcessLost as lost:
+                self._lose(lost, then)
             return
 
         async def step() -> None:
+            if process is not None:
+                try:
+                    result = await process.run(work)
+                except ProcessLost as lost:
+                    self._lose(lost, then)
+                else:
+                    then(result)
+                return
             known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
             then(await asyncio.to_thread(_knowing, known, work))
 

@@ -293,10 +293,8 @@ class Crawler:
                 loop.remove_signal_handler(signum)
             signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a pause or resume now would kill the process (the default)
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-            if deadline:
-                deadline.cancel()
-            for task in filter(None, (ticker, committer)):
-                task.cancel()
+            for pending in filter(None, (ticker, committer, deadline)):
+                pending.cancel()
             self.steps.cancel()
             try:  # on a full disk these writes fail too; the store is closed all the same
                 self.store.follow_anchors(0.0)  # the last second's anchors
@@ -308,6 +306,7 @@ class Crawler:
                 if on_progress:
                     on_progress(self.progress.update(self.frontier))
                 self.pages.close()
+                self.steps.close()
                 self.store.close()
         log.info("crawl %s: %s", state, self.stop_reason or "frontier exhausted")
         return state

@@ -194,7 +194,7 @@ def _frequencies_in_worker(language: str, stem: bool, texts: list[str]) -> list[
         return [analyzer.term_frequencies(text) for text in texts]
 
 
-def _worker_context() -> multiprocessing.context.BaseContext:
+def worker_context() -> multiprocessing.context.BaseContext:
     """Workers forked from this process inherit its imports (scikit-learn and SciPy cost each
     spawned worker about three seconds of CPU) and its stems. Forking is only safe while this
     process has a single thread (a lock another thread holds would stay held in the child) and
@@ -242,7 +242,7 @@ class JudgePool:
     """``Judge`` in ``processes - 1`` worker processes beside the crawl's own (which fetches and
     stores); 1: everything in the crawl's process. A new critic (a retraining) goes to the
     running workers through a file each reads once: starting new workers would stall the crawl
-    for the seconds a spawned worker's imports take (:func:`_worker_context`). A critic that
+    for the seconds a spawned worker's imports take (:func:`worker_context`). A critic that
     cannot be pickled (evaluation's oracles judge by a closure over the truth) is judged in this
     process."""
 
@@ -269,7 +269,7 @@ class JudgePool:
         self.apart = True
         if self._pool is None:
             self._version += 1
-            context = _worker_context()
+            context = worker_context()
             self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
                                              initializer=_start_worker,
                                              initargs=(state, self._version, os.getpid(), RECENT_PAGES // self.workers))

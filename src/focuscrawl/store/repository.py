@@ -624,17 +624,20 @@ def export_rows(db: sqlite3.Connection):
 
 class InstanceReader(ApprenticeInstances):
     """The apprentice's instances and queued links read from a snapshot of the crawl, in a thread
-    while the crawl goes on writing (SQLite's WAL lets one writer and readers work at once)."""
+    or a process beside the crawl while it goes on writing (SQLite's WAL lets one writer and
+    readers work at once). It holds only the directory until :meth:`snapshot`, so it can be
+    sent to another process."""
 
     get_meta = Store.get_meta
 
     def __init__(self, directory: Path):
-        self.db = read_only(directory, any_thread=True)
-        self.queries = Queries(self.db)
+        self.directory = directory
 
     @contextmanager
     def snapshot(self):
-        """All reads inside see the same committed state; the connection is closed after."""
+        """All reads inside see the same committed state, on a connection opened here and closed after."""
+        self.db = read_only(self.directory, any_thread=True)
+        self.queries = Queries(self.db)
         with closing(self.db):
             self.db.execute("BEGIN")
             try:
