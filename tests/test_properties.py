@@ -7,7 +7,7 @@ from urllib.parse import quote, urlencode, urljoin
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from focuscrawl.fetch.urls import canonical_url
+from focuscrawl.fetch.urls import PLAIN_URL, canonical_url, canonicalized
 from focuscrawl.parse import DecodeError, resolve_href, parse_html
 
 TAGS = ["a href='x'", "a href='/y#z'", "b", "p", "div", "table", "td", "tr", "script", "br", "img", "i", "title", "base href='/b/'"]
@@ -58,3 +58,26 @@ def test_link_resolution_matches_urljoin_then_canonical_url(base, path, prefix, 
         return
     expected = canonical_url(urljoin(base, href))
     assert resolve_href(base, href) == expected, (base, href)
+
+
+plain_looking = st.builds(  # URLs near the plain form: some plain, some a character or a dot segment away
+    "{}://{}{}/{}".format, st.sampled_from(["http", "https", "https", "HTTP", "ftp"]),
+    st.one_of(st.from_regex(r"[a-z0-9_-]{1,8}(\.[a-z0-9]{1,4}){0,2}", fullmatch=True),
+              st.from_regex(r"[a-zA-Z0-9_-]{0,64}(\.[a-z0-9_-]{0,5}){0,3}", fullmatch=True)),
+    st.sampled_from(["", "", "", ":80", ":8080"]),
+    st.lists(st.one_of(st.sampled_from([".", "..", "", "a.b", "~x", "%7e", "x;y", "x;jsessionid=1", "é", "a b", "q?x=1", "f#g"]),
+                       st.text(alphabet="az09._~!$&'()*+,=:@-", max_size=8)), max_size=5).map("/".join))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(plain_looking)
+def test_a_plain_url_is_canonical_as_it_is_and_every_other_is_worked_out(url):
+    """canonical_url skips w3lib for URLs of the plain form; they must be those it leaves alone."""
+    try:
+        expected = canonicalized(url)
+    except ValueError:
+        expected = None
+    if PLAIN_URL.match(url) and "/./" not in url + "/" and "/../" not in url + "/":
+        assert expected == url
+    if expected is not None:
+        assert canonical_url(url) == expected

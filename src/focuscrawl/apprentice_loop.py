@@ -1,8 +1,8 @@
 """The apprentice during a crawl (Chakrabarti et al. §2.2, §3.7): features of every new link,
 its priority once the apprentice is ready, the instances recorded in the page's transaction,
-and a batch of learning with a re-scoring of the frontier every ``apprentice.batch`` pages, in a
-thread beside the crawl. In a shared crawl one elected worker learns and publishes the model; the
-others score with it.
+and a batch of learning with a re-scoring of the frontier every ``apprentice.batch`` pages, beside
+the crawl (in a process of its own when the crawl has more than one, else in a thread). In a
+shared crawl one elected worker learns and publishes the model; the others score with it.
 The model itself is :class:`focuscrawl.apprentice.Apprentice`."""
 
 from __future__ import annotations
