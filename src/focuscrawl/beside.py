@@ -181,7 +181,8 @@ class ProcessBeside:
     as the crawl opens, while its process has a single thread and no running loop (see
     :func:`~focuscrawl.judging.worker_context`); ``start`` gives none where it cannot be. The
     work and its result go through a pipe, pickled; the crawl's loop waits for the answer
-    without a thread. The process ends with the pipe (the crawl's end, or its death)."""
+    without a thread. The process ends when the crawl closes it, or finds the pipe's end when
+    the crawl's process is gone."""
 
     def __init__(self, context):
         self._pipe, theirs = context.Pipe()
