@@ -11,6 +11,8 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -498,6 +500,7 @@ def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_craw
     # the crawl took up the model learnt there: ready, it scored the links found after
     assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
     assert len(re.findall(r"apprentice: \d+ new instances", log)) >= 3
+    assert any(int(count) > 0 for count in re.findall(r"(\d+) queued URLs re-scored", log))  # priorities made there
     queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
     chess, garden = (db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%"))
     assert chess > garden + 0.2  # best-first would give both a hub's score
@@ -523,6 +526,29 @@ def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_
     idle = ProcessBeside(multiprocessing.get_context("fork"))
     idle.close()  # told to end
     assert idle._process.exitcode == 0
+
+
+def test_the_process_beside_a_crawl_killed_with_sigkill_ends_too():
+    crawl = subprocess.Popen([sys.executable, "-c", (
+        "import multiprocessing, os, signal\n"
+        "from focuscrawl.beside import ProcessBeside\n"
+        "process = ProcessBeside(multiprocessing.get_context('fork'))\n"
+        "print(process.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")], stdout=subprocess.PIPE, text=True)
+    beside = int(crawl.stdout.readline())
+    crawl.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while not ended(beside) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended(beside)
+
+
+def ended(pid: int) -> bool:
+    """No such process, or only its exit status is left (a zombie nobody reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_report_shows_the_offsets_matter_on_the_idiom_site(idiom_crawl, tmp_path):

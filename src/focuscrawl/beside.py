@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 import traceback
 from collections import Counter
@@ -27,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from focuscrawl.frontier import HEAD
-from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, judgements, worker_context
+from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, exit_with, judgements, worker_context
 from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
@@ -181,14 +182,14 @@ class ProcessBeside:
     as the crawl opens, while its process has a single thread and no running loop (see
     :func:`~focuscrawl.judging.worker_context`); ``start`` gives none where it cannot be. The
     work and its result go through a pipe, pickled; the crawl's loop waits for the answer
-    without a thread. The process ends when the crawl closes it, or finds the pipe's end when
-    the crawl's process is gone."""
+    without a thread. The process ends when the crawl closes it, or within a second of the
+    crawl's process being gone (killed)."""
 
     def __init__(self, context):
         self._pipe, theirs = context.Pipe()
         gc.freeze()  # what it inherits, it never collects: no page of the crawl's is copied
         try:
-            self._process = context.Process(target=_serve_steps, args=(theirs,), daemon=True,
+            self._process = context.Process(target=_serve_steps, args=(theirs, self._pipe, os.getpid()), daemon=True,
                                             name="focuscrawl-steps")
             self._process.start()
         finally:
@@ -226,13 +227,14 @@ class ProcessBeside:
         return self._answer()
 
     def _send(self, work) -> None:
+        """(Work that does not pickle raises before anything is sent.)"""
         if self._owed:
             raise ProcessLost("the process beside the crawl still works on a step that was abandoned")
-        self._owed = True  # until its answer is read (a step cancelled meanwhile leaves it owed)
         try:
             self._pipe.send(work)
         except OSError as error:
             raise ProcessLost(f"the process beside the crawl is gone ({error!r})") from error
+        self._owed = True  # until its answer is read (a step cancelled meanwhile leaves it owed)
 
     def _answer(self):
         try:
@@ -261,9 +263,13 @@ class ProcessBeside:
                 self._process.join()
 
 
-def _serve_steps(pipe) -> None:
-    """The process beside the crawl: work in, (failed, result or traceback) out, until None or the pipe's end."""
+def _serve_steps(pipe, crawls_end, crawl: int) -> None:
+    """The process beside the crawl: work in, (failed, result or traceback) out, until None, the
+    pipe's end, or the crawl's process's end (the judging workers forked after it hold the crawl's
+    end of the pipe too, so its closing is not always seen)."""
+    crawls_end.close()  # inherited: the pipe's end is seen once the crawl's own copy is closed
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the crawl's process stops it (Ctrl-C reaches the whole group)
+    threading.Thread(target=exit_with, args=(crawl,), daemon=True).start()
     try:
         while (work := pipe.recv()) is not None:
             try:
@@ -307,8 +313,9 @@ class StepsBeside:
     def run(self, work: Callable[[], T], then: Callable[[T | None], None],
             analyses: tuple[Analyzer, list[str]] | None = None, apart: bool = False) -> None:
         """``work()`` in a thread while the crawl goes on, or with ``apart`` in the process beside
-        it when it has one (``work`` must pickle; that process lost, ``then(None)``: the work is
-        not done), then ``then(its result)`` on the crawl loop; with no crawl running, both now.
+        it when it has one (``work`` must pickle; failed there, or that process lost, ``then(None)``:
+        the work is not done), then ``then(its result)`` on the crawl loop; with no crawl running,
+        both now.
         ``analyses``: texts that ``work`` analyses, and with which analyzer: the crawl's judging
         workers analyse them first, and ``work`` finds their terms (``remembered_frequencies``),
         so that the crawl's own process need not."""
@@ -331,6 +338,9 @@ class StepsBeside:
                     result = await process.run(work)
                 except ProcessLost as lost:
                     self._lose(lost, then)
+                except Exception:  # noqa: BLE001 - a step that fails there is not taken; the next goes there too
+                    log.exception("a learning step failed in the process beside the crawl; the crawl goes on")
+                    then(None)
                 else:
                     then(result)
                 return

@@ -153,7 +153,7 @@ _worker_recent = RecentFrequencies()  # kept across the worker's judges
 def _start_worker(judge: bytes, version: int, parent: int, recent_pages: int) -> None:
     _worker_recent.pages = recent_pages
     _use_in_worker(pickle.loads(judge), version)
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+    threading.Thread(target=exit_with, args=(parent,), daemon=True).start()
 
 
 def _use_in_worker(judge: Judge, version: int) -> None:
@@ -163,7 +163,7 @@ def _use_in_worker(judge: Judge, version: int) -> None:
     _worker_judge, _worker_version = judge, version
 
 
-def _exit_with(parent: int) -> None:
+def exit_with(parent: int) -> None:
     """A worker whose crawl was killed (kill -9 leaves no one to stop it) exits within a second."""
     while os.getppid() == parent:
         time.sleep(1)
