@@ -293,21 +293,24 @@ class StepsBeside:
         self._tasks: set[asyncio.Task] = set()
         self.process: ProcessBeside | None = None
 
-    def start_process(self) -> bool:
+    def start_process(self) -> None:
         """Fork the process for the work that asks for one (``run(…, apart=True)``), if this
-        crawl has more than one process (``fetch.processes``) and it can be forked now; whether it is."""
+        crawl has more than one process (``fetch.processes``) and it can be forked now."""
         if self.process is None and self.crawler.config.fetch.process_count > 1:
             self.process = ProcessBeside.start()
-        return self.process is not None
 
     def close(self) -> None:
         if self.process is not None:
             self.process.close()
             self.process = None
 
-    def _lose(self, lost: ProcessLost, then: Callable[[None], None]) -> None:
-        log.warning("%s; the step is not taken, and steps run in a thread of the crawl's process from now on", lost)
-        self.close()
+    def _not_taken(self, error: Exception, then: Callable[[None], None]) -> None:
+        """A step that failed in the process beside the crawl, or lost it, is not taken: ``then(None)``."""
+        if isinstance(error, ProcessLost):
+            log.warning("%s; the step is not taken, and steps run in a thread of the crawl's process from now on", error)
+            self.close()
+        else:
+            log.error("a learning step failed in the process beside the crawl; the crawl goes on", exc_info=error)
         then(None)
 
     def run(self, work: Callable[[], T], then: Callable[[T | None], None],
@@ -327,20 +330,19 @@ class StepsBeside:
                 then(work())
                 return
             try:
-                then(process.run_now(work))
-            except ProcessLost as lost:
-                self._lose(lost, then)
+                result = process.run_now(work)
+            except Exception as error:  # noqa: BLE001 - see _not_taken
+                self._not_taken(error, then)
+            else:
+                then(result)
             return
 
         async def step() -> None:
             if process is not None:
                 try:
                     result = await process.run(work)
-                except ProcessLost as lost:
-                    self._lose(lost, then)
-                except Exception:  # noqa: BLE001 - a step that fails there is not taken; the next goes there too
-                    log.exception("a learning step failed in the process beside the crawl; the crawl goes on")
-                    then(None)
+                except Exception as error:  # noqa: BLE001 - see _not_taken
+                    self._not_taken(error, then)
                 else:
                     then(result)
                 return
