@@ -14,9 +14,9 @@ an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (by default best
 one topic of the web, one process per worker so that a worker is one core's work, the default
 politeness but ``--interval``, a shared crawl's hand-out order but ``--order``). A politeness
 violation is two requests to one host whose arrivals are closer than the host's interval (by more
-than the server's JITTER; ``closer_than_interval`` counts them all). The crawl runs at a lower
-priority (NICE) than the server, so that the server notes arrivals when they come, not when two
-busy cores let it.
+than the server's JITTER; ``closer_than_interval`` counts them all). The crawl and PostgreSQL run
+at a lower priority (NICE) than the server, so that the server notes arrivals when they come, not
+when two busy cores let it.
 
 What bounds the crawl: one topic's crawl reaches about 20 hosts at a time, so at the default
 interval (0.25 s, 4 pages/s a host) two workers wait for those hosts much of the time (half of
@@ -57,12 +57,16 @@ def process_cpu(pid: int | str) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def postmaster(cluster: ThrowawayPostgres) -> int:
+    return int((cluster.directory / "data" / "postmaster.pid").read_text().split()[0])
+
+
 def postgres_cpu(cluster: ThrowawayPostgres) -> float:
     """CPU seconds of the postmaster and the backends it has reaped (each connection's)."""
-    return process_cpu((cluster.directory / "data" / "postmaster.pid").read_text().split()[0])
+    return process_cpu(postmaster(cluster))
 
 
-NICE = 10  # the crawl yields the cores to the server and PostgreSQL: the server notes arrivals on time
+NICE = 10  # the crawl and PostgreSQL yield the cores to the server: it notes arrivals when they come
 JITTER = 0.005  # the server notes a request when its own loop reaches it: a few ms late at times
 
 
@@ -109,6 +113,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
     try:
         with psycopg.connect(cluster.dsn, autocommit=True) as db:
             db.execute("CREATE EXTENSION pg_stat_statements")
+        os.setpriority(os.PRIO_PROCESS, postmaster(cluster), NICE)  # the workers' backends, forked from now on
         frontier = {"lease_seconds": lease, **({"order": order} if order else {})}
         data = crawl_config(topic, {"politeness": {"min_interval": interval}, "fetch": {"processes": 1},
                                     "frontier": frontier, "adaptation": adaptation, "strategy": strategy},
