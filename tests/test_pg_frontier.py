@@ -195,6 +195,27 @@ def test_a_host_leased_again_after_its_lease_lapsed_is_kept_while_the_first_leas
     assert not a.leases
 
 
+def test_a_lease_queues_its_hosts_orphans_again_counts_them_in_its_best_and_the_next_lease_takes_them(
+        postgres_dsn, crawl):
+    """URLs in flight on a host no worker holds (a killed worker's, that a reaping skipped) are
+    queued again when the host is leased, in the same statement; that statement takes only the
+    URLs queued before it, so they go with the host's next lease, best first."""
+    a = worker(postgres_dsn, crawl, "a", batch=1)
+    a.add(urls_of("h0.test", 0.5, count=2), 1, None)
+    orphan, = a.add([Discovered("http://h0.test/orphan", "h0.test", 0.9, None)], 1, None)
+    a.db.execute("UPDATE urls SET state = 1, owner = 'killed' WHERE id = %s", (orphan,))
+    a.db.execute("UPDATE hosts SET best = 0.5")
+    first = a.next_ready()
+    assert first.priority == 0.5 and first.url_id != orphan
+    assert a.db.execute("SELECT state, owner FROM urls WHERE id = %s", (orphan,)).fetchone() == (0, None)
+    assert a.db.execute("SELECT best, lease_owner FROM hosts").fetchone() == (0.9, "a")
+    assert a.finish(first)
+    a.release(first)  # the batch of one is done: the lease is given back
+    second = a.next_ready()
+    assert second.url_id == orphan and second.priority == 0.9
+    assert a.db.execute("SELECT best FROM hosts").fetchone() == (0.5,)
+
+
 @pytest.mark.parametrize("leases", [1, 16])
 def test_a_lease_the_order_holds_back_is_given_back_for_a_better_host(postgres_dsn, crawl, leases):
     a = worker(postgres_dsn, crawl, "a", leases=leases)
