@@ -216,6 +216,19 @@ def test_a_lease_queues_its_hosts_orphans_again_counts_them_in_its_best_and_the_
     assert a.db.execute("SELECT best FROM hosts").fetchone() == (0.5,)
 
 
+def test_a_host_whose_best_is_stale_is_not_leased_and_its_best_is_counted_again(postgres_dsn, crawl):
+    """Its URLs went (another worker's, a trim) but its best still says 0.9: the lease takes
+    nothing, leaves the host free, and counts its best from what is queued there now."""
+    a = worker(postgres_dsn, crawl, "a")
+    a.add(urls_of("h0.test", 0.5) + urls_of("h1.test", 0.3), 1, None)
+    a.db.execute("UPDATE urls SET state = 3 WHERE host = 'h0.test'")
+    a.db.execute("UPDATE hosts SET best = 0.9 WHERE host = 'h0.test'")
+    assert a._lease(-1.0) is None
+    assert a.db.execute("SELECT best, lease_owner, lease_until < extract(epoch FROM now()) FROM hosts WHERE host = 'h0.test'").fetchone() == (
+        None, None, True)
+    assert a.next_ready().host == "h1.test"
+
+
 @pytest.mark.parametrize("leases", [1, 16])
 def test_a_lease_the_order_holds_back_is_given_back_for_a_better_host(postgres_dsn, crawl, leases):
     a = worker(postgres_dsn, crawl, "a", leases=leases)
