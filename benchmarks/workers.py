@@ -58,6 +58,7 @@ def process_cpu(pid: int | str) -> float:
 
 
 def postmaster(cluster: ThrowawayPostgres) -> int:
+    """The cluster's postmaster: its CPU counts the backends it has reaped, its priority the new ones'."""
     return int((cluster.directory / "data" / "postmaster.pid").read_text().split()[0])
 
 

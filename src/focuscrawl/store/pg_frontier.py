@@ -38,7 +38,8 @@ RECOUNT_SECONDS = 10.0
 # The best priority queued on any host: the free hosts' best by their index, the leased ones' (a
 # few) apart; MAX over the whole table read 100 000 hosts' rows (12-18 ms, once a second a worker)
 BEST_QUEUED = ("GREATEST((SELECT best FROM hosts WHERE best IS NOT NULL AND lease_owner IS NULL AND status <> 'bad'"
-               " ORDER BY best DESC LIMIT 1), (SELECT MAX(best) FROM hosts WHERE lease_owner IS NOT NULL AND status <> 'bad'))")
+               " ORDER BY best DESC LIMIT 1),"
+               " (SELECT MAX(best) FROM hosts WHERE lease_owner IS NOT NULL AND status <> 'bad'))")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS hosts (
     host text PRIMARY KEY,
@@ -404,15 +405,17 @@ class PgFrontier(HostLeases):
         """Count again (about once a second): the URLs fetched by every worker, and the queued
         URLs and the other workers' URLs in flight up to ``COUNT_CAP`` each (an exact count of
         10 M rows would take seconds; above the cap, ``size`` is this worker's running estimate,
-        and the queue is counted again only every ``RECOUNT_SECONDS``: counting to the cap is most
-        of a resync's time, unless asked: ``recount``); this worker's share of the hosts with URLs to fetch (a web of few
-        hosts would otherwise be held by the first worker, the others waiting for its batches to end)."""
+        and the queue is counted again only every ``RECOUNT_SECONDS`` or when asked, ``recount``:
+        counting to the cap is most of a resync's time); this worker's share of the hosts with URLs
+        to fetch (a web of few hosts would otherwise be held by the first worker, the others
+        waiting for its batches to end)."""
         now = time.monotonic()
         recount = recount or self.size < COUNT_CAP or now - self._queue_counted > RECOUNT_SECONDS
         queue_count = f"(SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state = {QUEUED} LIMIT {COUNT_CAP}) AS q)"
         self.done, queued, others, self.order.best_queued, live, open_hosts = self.db.execute(
             f"SELECT (SELECT COALESCE(SUM(done), 0)::bigint FROM workers), {queue_count if recount else 'NULL'},"
-            f" (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state = {IN_FLIGHT} AND owner <> %s LIMIT {COUNT_CAP}) AS f),"
+            f" (SELECT COUNT(*) FROM (SELECT 1 FROM urls WHERE state = {IN_FLIGHT} AND owner <> %s"
+            f" LIMIT {COUNT_CAP}) AS f),"
             f" {BEST_QUEUED}, (SELECT COUNT(*) FROM workers WHERE stopped_at IS NULL AND seen_at > {NOW} - %s),"
             f" (SELECT COUNT(*) FROM (SELECT 1 FROM hosts WHERE status <> 'bad' AND (best IS NOT NULL OR lease_owner IS"
             f" NOT NULL) LIMIT %s) AS h)",
@@ -526,7 +529,8 @@ class PgFrontier(HostLeases):
             self._waiting_until = time.monotonic() + 0.05
             return None
         name = rows[0][0]
-        items = sorted((Item(*row[1:]) for row in rows if row[1] is not None), key=lambda item: (-item.priority, item.url_id))
+        items = sorted((Item(*row[1:]) for row in rows if row[1] is not None),
+                       key=lambda item: (-item.priority, item.url_id))
         if not items:  # its best was stale: none queued any more (left free, so counted again now: see LEASE)
             recount_best(self.db, [name])
             return None
