@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Union
 
 import pytest
@@ -149,3 +150,11 @@ def learnt_at_once(store) -> list:
     instances = store.new_instances()
     store.mark_learnt(instances)
     return instances.rows
+
+
+def running(pid: int) -> bool:
+    """Whether the process runs (not gone, nor a zombie left for whoever adopted it to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from focuscrawl.store import Store
 from focuscrawl.store.schema import features_keys
 from focuscrawl.text import Analyzer
 
-from conftest import learnt_at_once
+from conftest import learnt_at_once, running
 
 
 def link_features(leaf_terms, spans, d_max=5):
@@ -538,17 +537,9 @@ def test_the_process_beside_a_crawl_killed_with_sigkill_ends_too():
     beside = int(crawl.stdout.readline())
     crawl.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while not ended(beside) and time.monotonic() < deadline:
+    while running(beside) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert ended(beside)
-
-
-def ended(pid: int) -> bool:
-    """No such process, or only its exit status is left (a zombie nobody reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    assert not running(beside)
 
 
 def test_report_shows_the_offsets_matter_on_the_idiom_site(idiom_crawl, tmp_path):

@@ -20,6 +20,7 @@ import typer
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
+from conftest import running
 from focuscrawl.cli import _run
 from focuscrawl.config import dump_config, load_config
 from focuscrawl.crawler import Crawler
@@ -66,14 +67,6 @@ def site_and_config(serve, tmp_path, processes: int = 1):
 def workers_of(process: subprocess.Popen) -> list[int]:
     """The crawl's judging worker processes (its children)."""
     return [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
-
-
-def running(pid: int) -> bool:
-    """Whether the process runs (not gone, nor a zombie left for whoever adopted it to reap)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def reachable_urls(site) -> set[str]:

@@ -145,6 +145,11 @@ def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> N
                 db.execute(ddl)
 
 
+# URLs in flight on the hosts ``host {}`` names queued again; rows a page's transaction holds are
+# skipped, never waited for
+ORPHANS = (f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host {{}}"
+           f" AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)")
+
 # A lease in one statement (where six round trips used to wait their turn on busy cores): the
 # best free host whose interval has passed, if its best URL is within the order's bar; its URLs in
 # flight that no live worker holds queued again (a reaping skipped them: taken at its next lease);
@@ -156,8 +161,7 @@ def create_tables(db: psycopg.Connection, schema: str, last: str, ddl: str) -> N
 LEASE = (
     f"WITH h AS (SELECT host FROM hosts WHERE best >= %(bar)s AND lease_owner IS NULL AND next_allowed <= {NOW}"
     f" AND status <> 'bad' ORDER BY best DESC LIMIT 1 FOR UPDATE SKIP LOCKED),"
-    f" orphans AS (UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host = (SELECT"
-    f" host FROM h) AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED) RETURNING priority),"
+    f" orphans AS ({ORPHANS.format('= (SELECT host FROM h)')} RETURNING priority),"
     f" taken AS (UPDATE urls SET state = {IN_FLIGHT}, owner = %(worker)s WHERE id IN (SELECT id FROM urls WHERE host ="
     f" (SELECT host FROM h) AND state = {QUEUED} AND priority >= %(bar)s ORDER BY priority DESC, id LIMIT %(batch)s"
     f" FOR UPDATE SKIP LOCKED) RETURNING id, url, host, depth, parent_id, priority, tunnel, queue),"
@@ -169,10 +173,8 @@ LEASE = (
 
 
 def requeue_orphans(db: psycopg.Connection, hosts: list[str]) -> None:
-    """URLs in flight on hosts no live worker holds; rows a page's transaction holds are skipped,
-    never waited for."""
-    db.execute(f"UPDATE urls SET state = {QUEUED}, owner = NULL WHERE id IN (SELECT id FROM urls WHERE host = ANY(%s)"
-               f" AND state = {IN_FLIGHT} FOR UPDATE SKIP LOCKED)", (hosts,))
+    """URLs in flight on hosts no live worker holds, queued again."""
+    db.execute(ORPHANS.format("= ANY(%s)"), (hosts,))
 
 
 def hand_over_intervals(db: psycopg.Connection, hosts: Hosts) -> None:
