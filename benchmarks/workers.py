@@ -14,9 +14,10 @@ an access log, ``focuscrawl crawl CONFIG --db … --workers N`` (by default best
 one topic of the web, one process per worker so that a worker is one core's work, the default
 politeness but ``--interval``, a shared crawl's hand-out order but ``--order``). A politeness
 violation is two requests to one host whose arrivals are closer than the host's interval (by more
-than the server's JITTER; ``closer_than_interval`` counts them all). The crawl and PostgreSQL run
-at a lower priority (NICE) than the server, so that the server notes arrivals when they come, not
-when two busy cores let it.
+than the server's JITTER; ``closer_than_interval`` counts them all). An arrival is when the server
+read the request, not when its loop reached the handler (``server_queue_ms``: how much later that
+was). The crawl and PostgreSQL run at a lower priority (NICE) than the server, so that the server
+reads requests when they come, not when two busy cores let it.
 
 What bounds the crawl: one topic's crawl reaches about 20 hosts at a time, so at the default
 interval (0.25 s, 4 pages/s a host) two workers wait for those hosts much of the time (half of
@@ -68,23 +69,27 @@ def postgres_cpu(cluster: ThrowawayPostgres) -> float:
 
 
 NICE = 10  # the crawl and PostgreSQL yield the cores to the server: it notes arrivals when they come
-JITTER = 0.005  # the server notes a request when its own loop reaches it: a few ms late at times
+JITTER = 0.005  # the server reads a request when its loop comes round to it: a few ms late at times
 
 
 def violations(access_log: Path, interval: float) -> dict:
     """Requests to one host arriving closer than ``interval`` after the previous one, and closer
     than that by more than the server's JITTER."""
-    arrivals = defaultdict(list)
+    arrivals, queued = defaultdict(list), []
     for line in access_log.read_text().splitlines():
-        at, host, path = line.split(" ", 2)
+        at, waited, host, path = line.split(" ", 3)
         arrivals[host].append((float(at), path))
+        queued.append(float(waited))
+    queued.sort()
     starts = [sorted(at for at, _ in times) for times in arrivals.values()]
     gaps = [b - a for times in starts for a, b in zip(times, times[1:])]
     pages = [(host, path) for host, times in arrivals.items() for _, path in times if path != "/robots.txt"]
     return {"requests": sum(map(len, arrivals.values())), "hosts": len(arrivals),
             "closer_than_interval": sum(gap < interval for gap in gaps),
             "violations": sum(gap < interval - JITTER for gap in gaps), "min_gap_s": round(min(gaps), 4) if gaps else None,
-            "pages_requested_twice": len(pages) - len(set(pages))}
+            "pages_requested_twice": len(pages) - len(set(pages)),
+            "server_queue_ms": {"p99": round(1000 * queued[int(0.99 * (len(queued) - 1))], 2) if queued else None,
+                                "max": round(1000 * queued[-1], 2) if queued else None}}
 
 
 def kill_one_worker_halfway(launcher: subprocess.Popen, dsn: str, crawl: str, pages: int) -> str | None:

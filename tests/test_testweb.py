@@ -109,6 +109,22 @@ def test_latency_and_bandwidth_emulation_hold_back_every_answer(small_web):
     assert response.seconds >= latency + 0.9 * (sizes[url] - 16384) / bandwidth
 
 
+def test_the_access_log_notes_each_request_when_its_bytes_came_in(small_web, tmp_path):
+    """The politeness check's witness: arrival (the read), the wait for the handler, host, path."""
+    webmap = WebMap(small_web)
+    urls = [url for (url,) in webmap.db.execute("SELECT url FROM pages ORDER BY id LIMIT 3")]
+    server = ServedTestWeb(small_web, access_log=tmp_path / "access.log")
+    try:
+        responses = fetch(server, *urls)
+    finally:
+        server.close()
+    lines = [line.split(" ", 3) for line in (tmp_path / "access.log").read_text().splitlines()]
+    pages = [(float(at), float(waited), host, path) for at, waited, host, path in lines if path != "/robots.txt"]
+    assert [(host, path) for _, _, host, path in pages] == [(urlsplit(u).hostname, urlsplit(u).path) for u in urls]
+    for (arrived, waited, _, _), response in zip(pages, responses):
+        assert response.started_at <= arrived <= response.started_at + response.seconds and 0 <= waited < 1
+
+
 def test_hosts_outside_the_test_web_fail_at_once(served):
     (response,) = fetch(served, "http://www.example.com/")
     assert "not in the host map" in response.error

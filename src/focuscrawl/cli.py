@@ -357,8 +357,9 @@ def testweb_serve(
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="bytes per second per response"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON line when ready"),
     hostmap: Optional[Path] = typer.Option(None, "--hostmap", help="where to write the host map (default DIR/hostmap.yml)"),
-    access_log: Optional[Path] = typer.Option(None, "--access-log", help="append a line per request: epoch seconds,"
-                                              " host, path (politeness as the server saw it)"),
+    access_log: Optional[Path] = typer.Option(None, "--access-log", help="append a line per request: epoch seconds"
+                                              " when read, seconds until handled, host, path (politeness as the"
+                                              " server saw it)"),
 ) -> None:
     """Serve every site on 127.0.0.1 and write DIR/hostmap.yml for crawl configs."""
     from focuscrawl.testweb.serve import serve as serve_testweb
