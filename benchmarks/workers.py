@@ -21,8 +21,9 @@ reads requests when they come, not when two busy cores let it.
 
 What bounds the crawl: one topic's crawl reaches about 20 hosts at a time, so at the default
 interval (0.25 s, 4 pages/s a host) two workers wait for those hosts much of the time (half of
-them at their limit in a busy 10 s), not for the cores; ``--interval 0.05`` stands for a web of
-more hosts, where the workers' own speed is measured.
+them at their limit in a busy 10 s), not for the cores. ``--seeds every-topic`` starts the crawl
+from every topic's seeds (the critic is still the topic's): more hosts at once, as a team's broad
+crawl has; ``--interval 0.05`` stands for a web of more hosts too.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ import os
 import resource
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -72,6 +76,59 @@ NICE = 10  # the crawl and PostgreSQL yield the cores to the server: it notes ar
 JITTER = 0.005  # the server reads a request when its loop comes round to it: a few ms late at times
 
 
+class WireLog(threading.Thread):
+    """The requests to the test web's port as loopback carried them, at the kernel's receive time
+    (an AF_PACKET socket; root only): the witness of politeness that no busy loop delays, beside
+    the server's access log. Lines as the access log's, with no wait for a handler: epoch seconds,
+    -, Host, path."""
+
+    ETH_P_ALL, PACKET_HOST, SO_TIMESTAMPNS = 0x0003, 0, 35
+
+    def __init__(self, port: int, path: Path):
+        super().__init__(daemon=True)
+        self.port, self.path, self.stopping = port, path, threading.Event()
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(self.ETH_P_ALL))
+        self.sock.bind(("lo", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, self.SO_TIMESTAMPNS, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+        self.sock.settimeout(0.2)
+
+    def run(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as log:
+            while not self.stopping.is_set():
+                try:
+                    packet, ancillary, _, address = self.sock.recvmsg(1024, 64)
+                except socket.timeout:
+                    continue
+                if address[2] != self.PACKET_HOST or len(packet) < 54 or packet[12:14] != b"\x08\x00" or packet[23] != 6:
+                    continue  # each loopback packet is seen going out and coming in; TCP over IPv4 only
+                ip = 14 + (packet[14] & 0x0F) * 4
+                if int.from_bytes(packet[ip + 2:ip + 4], "big") != self.port:
+                    continue
+                payload = packet[ip + (packet[ip + 12] >> 4) * 4:]
+                if not payload.startswith(b"GET "):
+                    continue
+                seconds, nanoseconds = struct.unpack("qq", ancillary[0][2][:16]) if ancillary else (time.time(), 0)
+                head = payload.split(b"\r\n")
+                host = next((line[5:].strip() for line in head if line[:5].lower() == b"host:"), b"").partition(b":")[0]
+                log.write(f"{seconds + nanoseconds / 1e9:.6f} - {host.decode('latin-1')} {head[0].split()[1].decode('latin-1')}\n")
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.join()
+        self.sock.close()
+
+
+def wire_log(port: int, path: Path) -> WireLog | None:
+    """A WireLog started, or None where raw sockets are not allowed (not root)."""
+    try:
+        wire = WireLog(port, path)
+    except PermissionError:
+        return None
+    wire.start()
+    return wire
+
+
 def violations(access_log: Path, interval: float) -> dict:
     """Requests to one host arriving closer than ``interval`` after the previous one, and closer
     than that by more than the server's JITTER."""
@@ -79,7 +136,8 @@ def violations(access_log: Path, interval: float) -> dict:
     for line in access_log.read_text().splitlines():
         at, waited, host, path = line.split(" ", 3)
         arrivals[host].append((float(at), path))
-        queued.append(float(waited))
+        if waited != "-":
+            queued.append(float(waited))
     queued.sort()
     starts = [sorted(at for at, _ in times) for times in arrivals.values()]
     gaps = [b - a for times in starts for a, b in zip(times, times[1:])]
@@ -111,11 +169,12 @@ def kill_one_worker_halfway(launcher: subprocess.Popen, dsn: str, crawl: str, pa
     return None
 
 
-def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, lease: float, kill: bool,
-        keep: bool, adaptation: dict, strategy: str, order: str | None, is_relevant) -> dict:
+def run(testweb: Path, topic: dict, seeds: list[str], workers: int, pages: int, interval: float, lease: float,
+        kill: bool, keep: bool, adaptation: dict, strategy: str, order: str | None, is_relevant) -> dict:
     cluster = ThrowawayPostgres(shared_preload_libraries="pg_stat_statements", shared_buffers="512MB")
     work = Path(tempfile.mkdtemp(prefix="focuscrawl-workers-"))
     server = ServedTestWeb(testweb, access_log=work / "access.log")
+    wire = wire_log(server.info["port"], work / "wire.log")
     try:
         with psycopg.connect(cluster.dsn, autocommit=True) as db:
             db.execute("CREATE EXTENSION pg_stat_statements")
@@ -124,6 +183,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
         data = crawl_config(topic, {"politeness": {"min_interval": interval}, "fetch": {"processes": 1},
                                     "frontier": frontier, "adaptation": adaptation, "strategy": strategy},
                             pages, server.host_map, None, 64)
+        data["seeds"] = seeds
         (work / "crawl.yml").write_text(yaml.safe_dump(data))
         before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN), postgres_cpu(cluster)
         server_before = process_cpu(server.process.pid)
@@ -154,8 +214,13 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
                                                             " ORDER BY total_exec_time DESC LIMIT 6")]
         server.close()
         server_log = violations(work / "access.log", interval)
+        if wire:
+            wire.close()
+            wire_seen = violations(work / "wire.log", interval)
     finally:
         server.close()
+        if wire:
+            wire.close()
         cluster.stop()
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -173,6 +238,7 @@ def run(testweb: Path, topic: dict, workers: int, pages: int, interval: float, l
                             "postgres": round(1000 * (cpu_after - cpu_before) / fetched, 2),
                             "test_web_server": round(1000 * server_cpu / fetched, 2)},
         "server_log": server_log,
+        "wire": wire_seen if wire else "not seen (capturing loopback needs root)",
         **({"directory": str(work)} if keep else {}),
     }
 
@@ -191,19 +257,22 @@ def main() -> None:
     parser.add_argument("--strategy", default="best-first", help="the crawl's strategy (apprentice: shared learning)")
     parser.add_argument("--order", default=None, choices=get_args(Order),
                         help="frontier.order (default: a shared crawl's, host-parallel)")
+    parser.add_argument("--seeds", default="topic", choices=("topic", "every-topic"),
+                        help="the crawl's seeds: the topic's, or every topic's (more hosts at once)")
     args = parser.parse_args()
-    topics = read_topics(args.testweb / "topics.yml", [args.topic] if args.topic else None)
-    name, topic = next(iter(topics.items()))
+    name, topic = next(iter(read_topics(args.testweb / "topics.yml", [args.topic] if args.topic else None).items()))
+    every = read_topics(args.testweb / "topics.yml").values() if args.seeds == "every-topic" else [topic]
+    seeds = list(dict.fromkeys(seed for each in every for seed in each["seeds"]))
     webmap = WebMap(args.testweb)
     resolver = Resolver(webmap)
     truth = TopicTruth(resolver, Truth(webmap, {name: topic}).topics[name], {resolver.reach(u) for u in topic["seeds"]})
-    runs = [run(args.testweb, topic, n, args.pages, args.interval, args.lease, args.kill and n > 1, args.keep,
+    runs = [run(args.testweb, topic, seeds, n, args.pages, args.interval, args.lease, args.kill and n > 1, args.keep,
                 args.adaptation, args.strategy, args.order, truth.is_relevant) for n in map(int, args.workers.split(","))]
     base = runs[0]["pages_per_second"]
     for result in runs:
         result["scaling"] = round(result["pages_per_second"] / base, 2)
     print(json.dumps({"testweb": str(args.testweb), "topic": name, "interval": args.interval, "cores": os.cpu_count(),
-                      "adaptation": args.adaptation, "strategy": args.strategy, "order": args.order, "runs": runs}, indent=2))
+                      "adaptation": args.adaptation, "strategy": args.strategy, "order": args.order, "seeds": args.seeds, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":
