@@ -73,7 +73,10 @@ def postgres_cpu(cluster: ThrowawayPostgres) -> float:
 
 
 NICE = 10  # the crawl and PostgreSQL yield the cores to the server: it notes arrivals when they come
-JITTER = 0.005  # the server reads a request when its loop comes round to it: a few ms late at times
+# A pair of requests closer than the interval by this much is not counted: the server reads a request
+# when its loop comes round to it (up to 8.5 ms after the wire under four workers), and on the wire a
+# crawler's process may be descheduled between its clock reading and its send (a few ms at nice 10)
+JITTER = 0.005
 
 
 class WireLog(threading.Thread):
@@ -100,7 +103,8 @@ class WireLog(threading.Thread):
                     packet, ancillary, _, address = self.sock.recvmsg(1024, 64)
                 except socket.timeout:
                     continue
-                if address[2] != self.PACKET_HOST or len(packet) < 54 or packet[12:14] != b"\x08\x00" or packet[23] != 6:
+                ipv4_tcp = len(packet) >= 54 and packet[12:14] == b"\x08\x00" and packet[23] == 6
+                if address[2] != self.PACKET_HOST or not ipv4_tcp:
                     continue  # each loopback packet is seen going out and coming in; TCP over IPv4 only
                 ip = 14 + (packet[14] & 0x0F) * 4
                 if int.from_bytes(packet[ip + 2:ip + 4], "big") != self.port:
@@ -111,7 +115,8 @@ class WireLog(threading.Thread):
                 seconds, nanoseconds = struct.unpack("qq", ancillary[0][2][:16]) if ancillary else (time.time(), 0)
                 head = payload.split(b"\r\n")
                 host = next((line[5:].strip() for line in head if line[:5].lower() == b"host:"), b"").partition(b":")[0]
-                log.write(f"{seconds + nanoseconds / 1e9:.6f} - {host.decode('latin-1')} {head[0].split()[1].decode('latin-1')}\n")
+                path = head[0].split()[1]
+                log.write(f"{seconds + nanoseconds / 1e9:.6f} - {host.decode('latin-1')} {path.decode('latin-1')}\n")
 
     def close(self) -> None:
         self.stopping.set()
@@ -272,7 +277,8 @@ def main() -> None:
     for result in runs:
         result["scaling"] = round(result["pages_per_second"] / base, 2)
     print(json.dumps({"testweb": str(args.testweb), "topic": name, "interval": args.interval, "cores": os.cpu_count(),
-                      "adaptation": args.adaptation, "strategy": args.strategy, "order": args.order, "seeds": args.seeds, "runs": runs}, indent=2))
+                      "adaptation": args.adaptation, "strategy": args.strategy, "order": args.order,
+                      "seeds": args.seeds, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":
