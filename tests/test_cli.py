@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow.parquet
 import pytest
 
+from focuscrawl.bench import pss_bytes
+
 pytestmark = pytest.mark.slow
 
 
@@ -168,6 +170,27 @@ READERS_OF_CONFIG_OR_WARC = (("resume",), ("status",), ("export",), ("index",), 
 
 def _cut_in_half(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_bench_counts_the_memory_a_forked_process_shares_with_its_parent_once():
+    """A forked worker's resident pages are mostly its parent's: summed RSS counts them twice,
+    summed PSS (``peak_pss_mb``) once."""
+    ballast = b"\x01" * (64 << 20)  # resident in the parent, shared with the child
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(writer)
+        os.read(reader, 1)  # until the parent has measured
+        os._exit(0)
+    try:
+        os.close(reader)
+        rss = int(Path(f"/proc/{child}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        assert pss_bytes(child) < rss - len(ballast) // 4
+        assert pss_bytes(os.getpid()) + pss_bytes(child) < 2 * rss
+    finally:
+        os.write(writer, b"x")
+        os.waitpid(child, 0)
+    assert pss_bytes(child) == 0 and len(ballast)  # gone
 
 
 def test_bench_with_an_unknown_order_ends_in_one_line():

@@ -55,25 +55,48 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pss_bytes(pid: int) -> int:
+    """The process's proportional set size (its own pages, and its share of those it shares);
+    0 for a process that has ended, or on a kernel without ``smaps_rollup`` (before 4.14)."""
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 class _ProcessWatch(threading.Thread):
     """The crawl process and its children, sampled until it exits: the peak of their summed
-    resident memory, and the crawl process's own CPU time (the rest of the total is the workers')."""
+    resident memory, and the crawl process's own CPU time (the rest of the total is the workers').
+    Resident memory counts the pages a forked process shares with the crawl's once in each; the
+    proportional set size (PSS, every ``PSS_EVERY`` samples: the kernel walks each process's
+    memory for it) divides them among the processes, so its sum is the memory they take."""
+
+    PSS_EVERY = 5
 
     def __init__(self, pid: int, every: float = 0.1):
         super().__init__(daemon=True)
         self.pid, self.every = pid, every
-        self.peak_rss_bytes, self.own_cpu = 0, 0.0
+        self.peak_rss_bytes, self.peakpss_bytes, self.own_cpu = 0, 0, 0.0
         self.done = threading.Event()
 
     def run(self) -> None:
         page = os.sysconf("SC_PAGE_SIZE")
+        samples = 0
         while not self.done.is_set():
             try:
-                rss = sum(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) for pid in self._family()) * page
+                family = self._family()
+                rss = sum(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) for pid in family) * page
                 self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+                if samples % self.PSS_EVERY == 0:
+                    self.peakpss_bytes = max(self.peakpss_bytes, sum(map(pss_bytes, family)))
                 self.own_cpu = _cpu_seconds(self.pid)
             except (OSError, ValueError, IndexError):  # a process ended between listing and reading
                 pass
+            samples += 1
             self.done.wait(self.every)
 
     def _family(self) -> list[int]:
@@ -179,6 +202,7 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         "cores_used": round(cores_used, 2),  # the crawler's CPU seconds over its run, start-up included
         "pages_per_second_per_core": round(fetched / crawl_seconds / cores_used, 1),
         "peak_rss_mb": round(watch.peak_rss_bytes / 2**20, 1),  # all its processes together
+        "peak_pss_mb": round(watch.peakpss_bytes / 2**20, 1),  # the same, shared pages counted once
         "peak_rss_mb_largest_process": round(usage.ru_maxrss / 1024, 1),
         "crawl_seconds": round(crawl_seconds, 2),
         "crawler_cpu_seconds": round(cpu, 2),
