@@ -73,9 +73,10 @@ def postgres_cpu(cluster: ThrowawayPostgres) -> float:
 
 
 NICE = 10  # the crawl and PostgreSQL yield the cores to the server: it notes arrivals when they come
-# A pair of requests closer than the interval by this much is not counted: the server reads a request
-# when its loop comes round to it (up to 8.5 ms after the wire under four workers), and on the wire a
-# crawler's process may be descheduled between its clock reading and its send (a few ms at nice 10)
+# A pair of requests closer than the interval by no more than this is not counted. On the wire, a
+# crawler's process may be descheduled between its clock reading and its send (a few ms at nice 10).
+# The access log has a request when the server's loop comes round to reading it: after the wire by up
+# to 8.5 ms in a two-worker run, 22 ms in a four-worker one. Where the wire is captured, it is the witness.
 JITTER = 0.005
 
 
