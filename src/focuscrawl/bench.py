@@ -80,7 +80,7 @@ class _ProcessWatch(threading.Thread):
     def __init__(self, pid: int, every: float = 0.1):
         super().__init__(daemon=True)
         self.pid, self.every = pid, every
-        self.peak_rss_bytes, self.peakpss_bytes, self.own_cpu = 0, 0, 0.0
+        self.peak_rss_bytes, self.peak_pss_bytes, self.own_cpu = 0, 0, 0.0
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -92,7 +92,7 @@ class _ProcessWatch(threading.Thread):
                 rss = sum(int(Path(f"/proc/{pid}/statm").read_text().split()[1]) for pid in family) * page
                 self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
                 if samples % self.PSS_EVERY == 0:
-                    self.peakpss_bytes = max(self.peakpss_bytes, sum(map(pss_bytes, family)))
+                    self.peak_pss_bytes = max(self.peak_pss_bytes, sum(map(pss_bytes, family)))
                 self.own_cpu = _cpu_seconds(self.pid)
             except (OSError, ValueError, IndexError):  # a process ended between listing and reading
                 pass
@@ -202,7 +202,7 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         "cores_used": round(cores_used, 2),  # the crawler's CPU seconds over its run, start-up included
         "pages_per_second_per_core": round(fetched / crawl_seconds / cores_used, 1),
         "peak_rss_mb": round(watch.peak_rss_bytes / 2**20, 1),  # all its processes together
-        "peak_pss_mb": round(watch.peakpss_bytes / 2**20, 1),  # the same, shared pages counted once
+        "peak_pss_mb": round(watch.peak_pss_bytes / 2**20, 1),  # the same, shared pages counted once
         "peak_rss_mb_largest_process": round(usage.ru_maxrss / 1024, 1),
         "crawl_seconds": round(crawl_seconds, 2),
         "crawler_cpu_seconds": round(cpu, 2),

@@ -68,7 +68,7 @@ def make_app(webmap: WebMap, latency: float = 0.0, bandwidth: float | None = Non
 class ArrivalNoting(asyncio.Protocol):
     """aiohttp's protocol for one connection, with the time its last bytes came in (``arrived``).
     The loop reaches a request's handler only after the handlers ahead of it: under a burst from
-    several crawlers that is up to ~20 ms later than the read, and two requests to one host would
+    several crawlers that was up to 38 ms later than the read, and two requests to one host would
     seem closer than they came."""
 
     def __init__(self, inner: asyncio.Protocol):
