@@ -159,3 +159,35 @@ def test_crawlers_in_several_regimes_are_compared_within_their_regime():
     assert cuts["bfs@c1-strict"]["against"] == "best-first-svm@c1-strict"
     assert cuts["bfs@c1-strict"]["topics"]["a"]["possible"] == pytest.approx(1.0)  # oracle-link of its own regime
     assert cuts["bfs@c16-host-parallel"]["topics"]["a"]["possible"] == pytest.approx(0.5)
+
+
+def test_where_the_budget_went_is_the_hosts_with_most_pages_with_their_harvest_and_critic_score():
+    pages = ([Fetched(f"http://big.test/{i}", i == 0, 0.9, False, float(i)) for i in range(4)]
+             + [Fetched(f"http://small.test/{i}", True, 0.2, True, float(i)) for i in range(2)]
+             + [Fetched("http://unscored.test/", False, None, False, 9.0)])
+    hosts = metrics.budget_by_host(pages, top=2)
+    assert [(h["host"], h["pages"]) for h in hosts] == [("big.test", 4), ("small.test", 2)]
+    assert hosts[0]["harvest_rate"] == 0.25 and hosts[0]["mean_score"] == pytest.approx(0.9)
+    assert hosts[1]["harvest_rate"] == 1.0 and hosts[1]["mean_score"] == pytest.approx(0.2)
+    assert metrics.budget_by_host(pages)[2] == {"host": "unscored.test", "pages": 1, "harvest_rate": 0.0,
+                                                "mean_score": None}
+
+
+def test_the_report_says_where_the_budget_went_only_where_a_crawler_fell_below_breadth_first():
+    from focuscrawl.evaluate.report import _budget_lines
+
+    def result(harvest: float, host: str) -> dict:
+        return {"harvest_rate": harvest,
+                "hosts": [{"host": host, "pages": 10, "harvest_rate": harvest, "mean_score": 0.5}]}
+
+    results = {"topics": {"a": {}, "b": {}}, "crawlers": {
+        "bfs": {"topics": {"a": result(0.3, "wide.test"), "b": result(0.3, "wide.test")}},
+        "best-first-svm": {"topics": {"a": result(0.2, "pulled-in.test"), "b": result(0.5, "on-topic.test")}},
+        "bfs@c1": {"topics": {"a": result(0.1, "wide.test")}},
+        "best-first-svm@c1": {"topics": {"a": result(0.2, "other.test")}}}}
+    lines = "\n".join(_budget_lines(results))
+    assert "- a, best-first-svm (0.20): pulled-in.test 10 pages, harvest 0.20, critic 0.50" in lines
+    assert "- a, bfs (0.30): wide.test" in lines
+    assert "on-topic.test" not in lines and "- b," not in lines  # above breadth-first there
+    assert "other.test" not in lines  # above breadth-first in its own regime
+    assert _budget_lines({"topics": {"a": {}}, "crawlers": {"best-first-svm": {"topics": {"a": result(0.2, "x")}}}}) == []

@@ -391,6 +391,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
         "pages_per_second": round(sum(rate for _, rate in runs) / len(runs), 1),
         "critic_labels_right": sum(right) / len(right) if right else None,
         "curve": averaged,
+        "hosts": metrics.budget_by_host(pages),
         "urls": [p.url for p in pages],
         "scores": [round(p.score, 4) for p in pages if p.score is not None],
     }

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from focuscrawl.apprentice import high_labels
+from focuscrawl.fetch.urls import host_of
 
 
 @dataclass
@@ -97,6 +98,21 @@ def critic_labels_right(pages: list[Fetched]) -> float | None:
     scores = np.array([p.score for p in scored])
     labels = high_labels(scores, float(np.sort(scores)[len(scores) // 2]))
     return float(np.mean(labels == np.array([p.relevant for p in scored])))
+
+
+def budget_by_host(pages: list[Fetched], top: int = 5) -> list[dict]:
+    """Where a crawl's budget went: the ``top`` hosts by pages fetched, each with its pages, their
+    true harvest and the critic's mean score of them. A host that took many pages at a high
+    score but a low harvest is one the critic mistook for the topic (on the test web, pandas'
+    API pages for plotting's: their sidebars and length, not their subject)."""
+    by_host: dict[str, list[Fetched]] = {}
+    for page in pages:
+        by_host.setdefault(host_of(page.url), []).append(page)
+    biggest = sorted(by_host.items(), key=lambda item: (-len(item[1]), item[0]))[:top]
+    return [{"host": host, "pages": len(fetched), "harvest_rate": sum(p.relevant for p in fetched) / len(fetched),
+             "mean_score": (statistics.fmean(scores) if (scores := [p.score for p in fetched if p.score is not None])
+                            else None)}
+            for host, fetched in biggest]
 
 
 def overlap(a: set[str], b: set[str]) -> float | None:

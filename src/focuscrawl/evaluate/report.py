@@ -138,6 +138,30 @@ def _loss_cut_lines(results: dict) -> list[str]:
     return lines
 
 
+def _budget_lines(results: dict, baseline: str = "bfs") -> list[str]:
+    """Where the budget went on each topic where a crawler's harvest fell below breadth-first's
+    (in the same regime): the hosts that took most of its pages and of breadth-first's."""
+    from focuscrawl.evaluate.harness import in_regime
+
+    crawlers = results["crawlers"]
+    below = [(topic, name) for topic in results["topics"] for name, entry in crawlers.items()
+             if (ours := entry["topics"].get(topic, {})).get("hosts") is not None
+             and (theirs := crawlers.get(in_regime(baseline, name), {}).get("topics", {}).get(topic)) is not None
+             and name != in_regime(baseline, name) and ours["harvest_rate"] < theirs["harvest_rate"]]
+    if not below:
+        return []
+    lines = ["", f"## Where the budget went, where a crawler fell below {baseline}", "",
+             "The hosts that took most of each crawl's pages: pages, true harvest, the critic's mean score.", ""]
+    for topic, name in below:
+        for who in (name, in_regime(baseline, name)):
+            result = crawlers[who]["topics"][topic]
+            hosts = "; ".join(f"{h['host']} {h['pages']} pages, harvest {h['harvest_rate']:.2f}, critic "
+                              + ("—" if h["mean_score"] is None else f"{h['mean_score']:.2f}")
+                              for h in result.get("hosts", []))
+            lines.append(f"- {topic}, {who} ({result['harvest_rate']:.2f}): {hosts}")
+    return lines
+
+
 def write_report(results: dict, out: Path) -> Path:
     plots = plot_curves(results, out) + [plot_topic_losses(results, out), plot_scores(results, out)]
     crawlers = results["crawlers"]
@@ -172,6 +196,7 @@ def write_report(results: dict, out: Path) -> Path:
         lines.append(f"| {topic} | {info['budget']} | {info['targets']} | " + ("—" if ceiling is None else f"{ceiling:.2f}")
                      + " | " + " | ".join(cells) + " |")
     lines += _loss_cut_lines(results)
+    lines += _budget_lines(results)
     lines += ["", "## One-tailed paired t-tests over topics (p-values, Pant Table II)", "",
               "| hypothesis | harvest rate | target recall |", "|---|---|---|"]
     for hypothesis, p in results["t_tests"].items():
