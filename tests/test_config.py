@@ -17,7 +17,7 @@ def test_defaults():
     config = validate_config(BASE)
     assert config.politeness.per_host_connections == 2
     assert config.politeness.robots is True
-    assert config.classifier == "svm-linear"
+    assert config.classifier == "svm-cosine"
     assert config.strategy == "best-first"
     assert config.topic.negatives_per_positive == 2.0
 

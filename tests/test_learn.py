@@ -298,7 +298,8 @@ def test_decision_function_orders_pages_like_the_probability(classifier):
     assert np.all((margins[:, None] < margins[None, :])[strict])
 
 
-@pytest.mark.parametrize("classifier", ["nb-multinomial", "svm-linear", "svm-poly2", "svm-poly3", "nn-2", "nn-16"])
+@pytest.mark.parametrize("classifier", ["nb-multinomial", "svm-linear", "svm-cosine", "svm-poly2", "svm-poly3", "nn-2",
+                                        "nn-16"])
 def test_fast_scoring_equals_scikit_learns_own(classifier):
     """The learners score one page without scikit-learn's checks; the numbers must not change."""
     from sklearn.naive_bayes import MultinomialNB

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 
 Classifier = Literal["nb-multinomial", "nb-normal", "nb-kernel", "svm-linear", "svm-poly2", "svm-poly3",
-                     "nn-2", "nn-4", "nn-16"]  # the learners of Pant §4 (make_classifier builds them)
+                     "nn-2", "nn-4", "nn-16",  # the learners of Pant §4 (make_classifier builds them)
+                     "svm-cosine"]  # ours: Pant's linear SVM on pages of unit length
 LEARNERS = get_args(Classifier)
 EVAL_CONCURRENCY = 16  # eval's requests in flight per crawl, unless --concurrency says otherwise
 
@@ -270,7 +271,7 @@ class CrawlConfig(_Section):
     seeds: list[str] = Field(default_factory=list)
     seeds_file: str | None = None
     topic: TopicSettings = Field(default_factory=TopicSettings)
-    classifier: Classifier = "svm-linear"
+    classifier: Classifier = "svm-cosine"
     learner: LearnerSettings = Field(default_factory=LearnerSettings)
     strategy: Strategy = "best-first"
     apprentice: ApprenticeSettings = Field(default_factory=ApprenticeSettings)

@@ -119,8 +119,8 @@ def _recall(is_relevant, baseline: Path) -> Parts:
 PAPER = {"negatives_after": None}
 # Chakrabarti §3.7: best-first with the SVM critic until the apprentice has learnt a batch;
 # batches of 100 pages, as the paper suggests for finer online learning (our budgets are small)
-ONLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 100}}
-OFFLINE = {"strategy": "apprentice", "classifier": "svm-linear", "apprentice": {"batch": 10**9}}  # never retrained
+ONLINE = {"strategy": "apprentice", "classifier": "svm-cosine", "apprentice": {"batch": 100}}
+OFFLINE = {"strategy": "apprentice", "classifier": "svm-cosine", "apprentice": {"batch": 10**9}}  # never retrained
 # BINGO! §2.3.3 and §2.5.3: a learning phase (classifier × breadth-first on the seeds' hosts, depth ≤ 4,
 # sharp focusing, tunnelling 2) for a quarter of the budget at most, then link analysis, archetypes
 # and retraining, and a harvesting phase (classifier strategy anywhere, soft focusing, tunnelling 2)
@@ -137,15 +137,15 @@ BINGO_NEGATIVES = {**BINGO, "adaptation": {**BINGO["adaptation"], "negatives_aft
 BINGO_GUARDED = {**BINGO, "adaptation": {**BINGO["adaptation"], "guard": 0.75}}
 
 REGISTRY = {spec.name: spec for spec in [
-    CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-linear"}),
+    CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-cosine"}),  # (its critic only scores: estimated harvest)
     CrawlerSpec("best-first-nb", {"strategy": "best-first", "classifier": "nb-multinomial"}),
-    CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-linear"}),
-    # Pant & Srinivasan's crawler as the paper has it (best-first-svm before reliable negatives were the default)
+    CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-cosine"}),  # the product's critic
+    # Pant & Srinivasan's crawler as the paper has it: its linear SVM on their TF-IDF, learning from the examples only
     CrawlerSpec("best-first-svm-paper", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": PAPER}),
     CrawlerSpec("best-first-nn", {"strategy": "best-first", "classifier": "nn-4"}),
-    # the other learners of Pant §4 by name (best-first-nb-kernel, best-first-svm-poly2, …)
+    # the other learners of Pant §4 by name (best-first-svm-linear, best-first-nb-kernel, best-first-svm-poly2, …)
     *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
-      if learner not in ("nb-multinomial", "svm-linear", "nn-4")),
+      if learner not in ("nb-multinomial", "svm-cosine", "nn-4")),
     # our own: best-first whose links are told apart by the critic's score of their context (anchor and nearby leaves)
     CrawlerSpec("best-first-context", {"strategy": "best-first", "classifier": "svm-linear", "focus": {"link_context": 0.5}}),
     CrawlerSpec("apprentice-online", ONLINE),
