@@ -180,14 +180,19 @@ def test_the_report_says_where_the_budget_went_only_where_a_crawler_fell_below_b
         return {"harvest_rate": harvest,
                 "hosts": [{"host": host, "pages": 10, "harvest_rate": harvest, "mean_score": 0.5}]}
 
-    results = {"topics": {"a": {}, "b": {}}, "crawlers": {
-        "bfs": {"topics": {"a": result(0.3, "wide.test"), "b": result(0.3, "wide.test")}},
-        "best-first-svm": {"topics": {"a": result(0.2, "pulled-in.test"), "b": result(0.5, "on-topic.test")}},
+    results = {"topics": {"a": {}, "b": {}, "c": {}}, "crawlers": {
+        "bfs": {"topics": {"a": result(0.3, "wide.test"), "b": result(0.3, "wide.test"), "c": result(0.3, "x")}},
+        "best-first-svm": {"topics": {"a": result(0.2, "pulled-in.test"), "b": result(0.5, "on-topic.test"),
+                                      "c": {"harvest_rate": None, "hosts": []}}},  # a crawl that fetched nothing
+        "best-first-nb": {"topics": {"a": result(0.25, "pulled-in.test")}},
         "bfs@c1": {"topics": {"a": result(0.1, "wide.test")}},
         "best-first-svm@c1": {"topics": {"a": result(0.2, "other.test")}}}}
-    lines = "\n".join(_budget_lines(results))
-    assert "- a, best-first-svm (0.20): pulled-in.test 10 pages, harvest 0.20, critic 0.50" in lines
-    assert "- a, bfs (0.30): wide.test" in lines
-    assert "on-topic.test" not in lines and "- b," not in lines  # above breadth-first there
-    assert "other.test" not in lines  # above breadth-first in its own regime
+    lines = _budget_lines(results)
+    assert "- a, best-first-svm (0.20): `pulled-in.test` 10 pages, harvest 0.20, critic 0.50" in lines
+    assert "- a, best-first-nb (0.25): `pulled-in.test` 10 pages, harvest 0.25, critic 0.50" in lines
+    assert [line for line in lines if line.startswith("- a, bfs (0.30): `wide.test`")] != []
+    assert len([line for line in lines if line.startswith("- a, bfs ")]) == 1  # once for both crawlers below it
+    text = "\n".join(lines)
+    assert "on-topic.test" not in text and "- b," not in text and "- c," not in text  # above it, or nothing to say
+    assert "other.test" not in text  # above breadth-first in its own regime
     assert _budget_lines({"topics": {"a": {}}, "crawlers": {"best-first-svm": {"topics": {"a": result(0.2, "x")}}}}) == []

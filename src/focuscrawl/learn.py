@@ -62,10 +62,10 @@ def make_classifier(name: str, analyzer: Analyzer, learning_rate: float = 0.2, e
     if name == "svm-cosine":
         # ours: the linear SVM on rows of unit length, each page a direction, as cosine similarity
         # has it. On Pant's TF-IDF alone a page's margin grows with its number of distinct terms
-        # (each at least half its idf), so long pages of an off-topic site outscore short on-topic
-        # ones (plotting on the test web: pandas' API pages, 10 KB, 0.94; gnuplot's, 1.5 KB, 0.49).
-        # Unit rows make the examples separable with room to spare: C = 10 is a hard margin (3 to
-        # 100 rank the same). See the README for what it measured.
+        # (each at least half its idf), so long pages outscore short ones (plotting on the test
+        # web: gnuplot's pages, 1.5 KB and all on the topic, 0.49 on average; 0.71 so). Unit rows
+        # make the examples separable with room to spare: C = 10 is a hard margin (3 to 100 rank
+        # the same). See the README for what it measured.
         return Pipeline([*steps, ("tfidf", PantTfidf(unit=True)), ("svm", PlattSVM(C=10.0))])
     if family == "svm":
         # Pant §4.3: polynomial kernels of degree 1, 2, 3, C = 1, Platt's sigmoid on the outputs.
@@ -326,7 +326,9 @@ class Critic:
     indicators: frozenset[str] = frozenset()  # the reviser's (BINGO! §2.3.2): terms an accepted page holds
 
     def __init__(self, classifier: str = "svm-linear", language: str = "en", stem: bool = True, **options):
-        """``options``: make_classifier's keywords (learning_rate, epochs, selection, features, candidates)."""
+        """``classifier``: by default Pant's linear SVM (a crawl's default, ``svm-cosine``, is the
+        config's); ``options``: make_classifier's keywords (learning_rate, epochs, selection,
+        features, candidates)."""
         self.classifier = classifier
         self.language = language
         self.stem = stem

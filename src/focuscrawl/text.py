@@ -378,7 +378,7 @@ class TermCounts(TransformerMixin, BaseEstimator):
 class PantTfidf(TransformerMixin, BaseEstimator):
     """Pant & Srinivasan 2005 eq. 1: w = (0.5 + 0.5·tf/max tf) · ln(|E| / df), for terms in the page;
     df and |E| come from the training examples and stay fixed while crawling. ``unit`` scales
-    each row to length 1 (for the polynomial SVMs, see ``learn.make_classifier``)."""
+    each row to length 1 (for svm-cosine and the polynomial SVMs, see ``learn.make_classifier``)."""
 
     def __init__(self, unit: bool = False):
         self.unit = unit

@@ -137,17 +137,17 @@ BINGO_NEGATIVES = {**BINGO, "adaptation": {**BINGO["adaptation"], "negatives_aft
 BINGO_GUARDED = {**BINGO, "adaptation": {**BINGO["adaptation"], "guard": 0.75}}
 
 REGISTRY = {spec.name: spec for spec in [
-    CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-cosine"}),  # (its critic only scores: estimated harvest)
+    CrawlerSpec("bfs", {"strategy": "bfs", "classifier": "svm-cosine"}),  # (its critic only scores)
     CrawlerSpec("best-first-nb", {"strategy": "best-first", "classifier": "nb-multinomial"}),
-    CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-cosine"}),  # the product's critic
+    CrawlerSpec("best-first-svm", {"strategy": "best-first", "classifier": "svm-cosine"}),  # the default critic
     # Pant & Srinivasan's crawler as the paper has it: its linear SVM on their TF-IDF, learning from the examples only
     CrawlerSpec("best-first-svm-paper", {"strategy": "best-first", "classifier": "svm-linear", "adaptation": PAPER}),
     CrawlerSpec("best-first-nn", {"strategy": "best-first", "classifier": "nn-4"}),
-    # the other learners of Pant §4 by name (best-first-svm-linear, best-first-nb-kernel, best-first-svm-poly2, …)
+    # the other learners by name (Pant §4's best-first-svm-linear, best-first-nb-kernel, best-first-svm-poly2, …)
     *(CrawlerSpec(f"best-first-{learner}", {"strategy": "best-first", "classifier": learner}) for learner in LEARNERS
       if learner not in ("nb-multinomial", "svm-cosine", "nn-4")),
     # our own: best-first whose links are told apart by the critic's score of their context (anchor and nearby leaves)
-    CrawlerSpec("best-first-context", {"strategy": "best-first", "classifier": "svm-linear", "focus": {"link_context": 0.5}}),
+    CrawlerSpec("best-first-context", {"strategy": "best-first", "classifier": "svm-cosine", "focus": {"link_context": 0.5}}),
     CrawlerSpec("apprentice-online", ONLINE),
     # §3.6 for the online apprentice: the baseline's pages only, so it fetches the same pages
     # (how soon it finds the relevant ones; its pages/s on the same pages, though it refuses
@@ -171,13 +171,13 @@ REGISTRY = {spec.name: spec for spec in [
                                  "adaptation": {"pseudo_after": 0.1, **PAPER}}),
     # our own: the critic trained on the examples without their sites' templates (navigation, footers),
     # and, with -all, judging and storing pages without theirs too (focuscrawl.templates)
-    CrawlerSpec("svm-templates", {"strategy": "best-first", "classifier": "svm-linear",
+    CrawlerSpec("svm-templates", {"strategy": "best-first", "classifier": "svm-cosine",
                                   "text": {"site_templates": "examples"}}),
-    CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-linear",
+    CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-cosine",
                                       "text": {"site_templates": "all"}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
     CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),
-    CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-linear"}, reference=True,
+    CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-cosine"}, reference=True,
                 parts=_oracle_link),
 ]}

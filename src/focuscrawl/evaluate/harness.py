@@ -367,7 +367,7 @@ def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float
 
 def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int, budget: int) -> dict:
     """Curves averaged over repeats (a point every 100 pages, or every 5 % of a smaller budget),
-    and the crawl's fetched URLs and critic scores."""
+    and the first run's fetched URLs, critic scores and biggest hosts."""
     every = min(100, max(5, budget // 20))
     curves = [metrics.curve(pages, targets, every) for pages, _ in runs]
     length = min(len(c) for c in curves)

@@ -104,7 +104,7 @@ def budget_by_host(pages: list[Fetched], top: int = 5) -> list[dict]:
     """Where a crawl's budget went: the ``top`` hosts by pages fetched, each with its pages, their
     true harvest and the critic's mean score of them. A host that took many pages at a high
     score but a low harvest is one the critic mistook for the topic (on the test web, pandas'
-    API pages for plotting's: their sidebars and length, not their subject)."""
+    API pages for plotting's: they share the vocabulary of pandas' own plotting pages)."""
     by_host: dict[str, list[Fetched]] = {}
     for page in pages:
         by_host.setdefault(host_of(page.url), []).append(page)

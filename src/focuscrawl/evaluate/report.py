@@ -144,21 +144,28 @@ def _budget_lines(results: dict, baseline: str = "bfs") -> list[str]:
     from focuscrawl.evaluate.harness import in_regime
 
     crawlers = results["crawlers"]
-    below = [(topic, name) for topic in results["topics"] for name, entry in crawlers.items()
-             if (ours := entry["topics"].get(topic, {})).get("hosts") is not None
-             and (theirs := crawlers.get(in_regime(baseline, name), {}).get("topics", {}).get(topic)) is not None
-             and name != in_regime(baseline, name) and ours["harvest_rate"] < theirs["harvest_rate"]]
+
+    def harvest(name: str, topic: str) -> float | None:
+        return crawlers.get(name, {}).get("topics", {}).get(topic, {}).get("harvest_rate")
+
+    below: dict[tuple[str, str], list[str]] = {}  # (topic, breadth-first of the regime): the crawlers below it
+    for topic in results["topics"]:
+        for name in crawlers:
+            theirs, ours = in_regime(baseline, name), harvest(name, topic)
+            if name != theirs and None not in (ours, harvest(theirs, topic)) and ours < harvest(theirs, topic):
+                below.setdefault((topic, theirs), []).append(name)
     if not below:
         return []
     lines = ["", f"## Where the budget went, where a crawler fell below {baseline}", "",
-             "The hosts that took most of each crawl's pages: pages, true harvest, the critic's mean score.", ""]
-    for topic, name in below:
-        for who in (name, in_regime(baseline, name)):
+             "The hosts that took most of each crawl's pages (its first run): pages, true harvest, the critic's"
+             " mean score.", ""]
+    for (topic, theirs), names in below.items():
+        for who in [*names, theirs]:
             result = crawlers[who]["topics"][topic]
-            hosts = "; ".join(f"{h['host']} {h['pages']} pages, harvest {h['harvest_rate']:.2f}, critic "
+            hosts = "; ".join(f"`{h['host']}` {h['pages']} pages, harvest {h['harvest_rate']:.2f}, critic "
                               + ("—" if h["mean_score"] is None else f"{h['mean_score']:.2f}")
                               for h in result.get("hosts", []))
-            lines.append(f"- {topic}, {who} ({result['harvest_rate']:.2f}): {hosts}")
+            lines.append(f"- {topic}, {who} ({result['harvest_rate']:.2f}): {hosts or 'not recorded'}")
     return lines
 
 
