@@ -190,7 +190,7 @@ def test_the_report_says_where_the_budget_went_only_where_a_crawler_fell_below_b
     lines = _budget_lines(results)
     assert "- a, best-first-svm (0.20): `pulled-in.test` 10 pages, harvest 0.20, critic 0.50" in lines
     assert "- a, best-first-nb (0.25): `pulled-in.test` 10 pages, harvest 0.25, critic 0.50" in lines
-    assert [line for line in lines if line.startswith("- a, bfs (0.30): `wide.test`")] != []
+    assert any(line.startswith("- a, bfs (0.30): `wide.test`") for line in lines)
     assert len([line for line in lines if line.startswith("- a, bfs ")]) == 1  # once for both crawlers below it
     text = "\n".join(lines)
     assert "on-topic.test" not in text and "- b," not in text and "- c," not in text  # above it, or nothing to say

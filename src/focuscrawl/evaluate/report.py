@@ -151,8 +151,9 @@ def _budget_lines(results: dict, baseline: str = "bfs") -> list[str]:
     below: dict[tuple[str, str], list[str]] = {}  # (topic, breadth-first of the regime): the crawlers below it
     for topic in results["topics"]:
         for name in crawlers:
-            theirs, ours = in_regime(baseline, name), harvest(name, topic)
-            if name != theirs and None not in (ours, harvest(theirs, topic)) and ours < harvest(theirs, topic):
+            theirs = in_regime(baseline, name)
+            ours, breadth_first = harvest(name, topic), harvest(theirs, topic)
+            if name != theirs and None not in (ours, breadth_first) and ours < breadth_first:
                 below.setdefault((topic, theirs), []).append(name)
     if not below:
         return []
