@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_blobs, page_link_features,
-                                  term_ids, wanted_features)
+                                  page_link_windows, term_ids, wanted_features)
 from focuscrawl.apprentice_loop import rescore_due, rescored
 from focuscrawl.beside import ProcessBeside, ProcessLost
 from focuscrawl.config import dump_config
@@ -91,6 +91,23 @@ def test_the_stored_features_cut_from_a_pages_windows_are_those_packed_from_its_
         assert cut == pack(page_link_features(analyzer, page, wanted, **families))
         assert len(cut) == 5 and all(cut)
     assert page_link_blobs(analyzer, page, wanted, topic="relevant") != page_link_blobs(analyzer, page, wanted)
+
+
+def test_a_pages_windows_are_scored_as_its_links_features_are():
+    """The judging worker scores every link of a page from its windows as they are: the same
+    log-odds as from one array per link; no link, no score."""
+    body = "".join(f"<h2>part {i}</h2><p>alpha beta {i}</p><a href='/p{i}'>link {i}</a>" for i in range(30))
+    analyzer = Analyzer()
+    page = parse_html(f"<html><body>{body}</body></html>".encode(), "http://x/", "utf-8", "")
+    every = list(range(len(page.links)))
+    features = page_link_features(analyzer, page, every)
+    model = Apprentice().partial_fit(features, np.linspace(0, 1, len(features)))
+    windows = page_link_windows(analyzer, page)
+    assert np.array_equal(model.decision_function(windows), model.decision_function(features))
+    assert len(model.decision_function(windows)) == 30
+    empty = parse_html(b"<html><body><p>no links</p></body></html>", "http://x/", "utf-8", "")
+    assert len(model.decision_function(page_link_windows(analyzer, empty))) == 0
+    assert len(model.decision_function([])) == 0
 
 
 def random_instances(rng, count, width=60):

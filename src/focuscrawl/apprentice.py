@@ -328,9 +328,9 @@ class Apprentice:
 
     def decision_function(self, features: Links) -> np.ndarray:
         """log Pr(high | link) / Pr(low | link) for each link."""
-        if not len(features):
-            return np.zeros(0)
         columns, lengths = _flatten(features)
+        if not len(lengths):
+            return np.zeros(0)
         weights = self._log_ratio()
         column, known = self._columns(columns)
         column[~known] = len(weights) - 1
@@ -437,12 +437,18 @@ class Blend:
         return self.weights_[:2] @ self._inputs(apprentice_log_odds, parent_scores) + self.weights_[2]
 
 
-Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)
+Links = list[np.ndarray] | list[bytes] | LinkWindows  # each link's feature ids: arrays, packed (as stored), or a page's windows
 
 
 def _flatten(features: Links) -> tuple[np.ndarray, np.ndarray]:
-    """All feature ids in one array, and the number of each link's; packed links are joined
-    and read in one go (re-scoring the frontier reads tens of thousands at a time)."""
+    """All feature ids in one array, and the number of each link's. A page's windows are read
+    as they are (every link, ⟨t, d⟩ only: cutting an array per link to join them again cost
+    the judging worker 0.18 ms a page); packed links are joined and read in one go
+    (re-scoring the frontier reads tens of thousands at a time)."""
+    if isinstance(features, LinkWindows):
+        return features.features.astype(np.int64), np.diff(features.bounds).astype(np.int64)
+    if not features:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if isinstance(features[0], bytes):
         lengths = np.fromiter(map(len, features), dtype=np.int64, count=len(features)) // 4
         return np.frombuffer(b"".join(features), dtype=np.uint32).astype(np.int64), lengths

@@ -128,11 +128,16 @@ class Judge:
         return {**self.__dict__, "recent": None}  # a worker's own
 
     def _link_priorities(self, page: Page, judgement: Judgement) -> np.ndarray:
-        """Every link's priority by the apprentice, its source scored as the critic judged it."""
-        settings, every = self.apprentice_settings, list(range(len(page.links)))
-        features = page_link_features(self.analyzer, page, every, settings.d_max, settings.url_words,
-                                      page_topic(judgement, settings.class_features))
-        return self.link_model.priority(features, np.full(len(every), judgement.relevance))
+        """Every link's priority by the apprentice, its source scored as the critic judged it
+        (with ⟨t, d⟩ alone, straight from the page's windows)."""
+        settings = self.apprentice_settings
+        topic = page_topic(judgement, settings.class_features)
+        if settings.url_words or topic is not None:
+            features = page_link_features(self.analyzer, page, list(range(len(page.links))), settings.d_max,
+                                          settings.url_words, topic)
+        else:
+            features = page_link_windows(self.analyzer, page, settings.d_max)
+        return self.link_model.priority(features, np.full(len(page.links), judgement.relevance))
 
     def _keep_what_the_crawl_needs(self, page: Page) -> None:
         """A judged page goes back to the crawl's process (pickled, when judged in a worker) with
