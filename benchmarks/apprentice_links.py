@@ -25,7 +25,7 @@ from focuscrawl.apprentice import Apprentice, page_link_features, page_link_wind
 from focuscrawl.apprentice_loop import gc_paused, rescored
 from focuscrawl.config import load_config
 from focuscrawl.parse import DecodeError, parse_html
-from focuscrawl.store import QUEUED, CrawlDir, InstanceReader, Queries, open_existing
+from focuscrawl.store import CrawlDir, InstanceReader, Queries, open_existing
 from focuscrawl.text import Analyzer
 
 
@@ -83,8 +83,7 @@ def main() -> None:
     }
     reader = InstanceReader(args.crawl)
     with reader.snapshot(), gc_paused():  # as a batch beside the crawl re-scores
-        instances = reader.db.execute("SELECT COUNT(*) FROM urls u JOIN link_features lf ON lf.target_id = u.id"
-                                      f" WHERE u.state = {QUEUED}").fetchone()[0]
+        instances = len(reader.queries.queued_link_instances())
         started = time.perf_counter()
         priorities, _ = rescored(reader, model)
         rescore_seconds = time.perf_counter() - started

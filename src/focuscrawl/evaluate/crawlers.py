@@ -149,6 +149,10 @@ REGISTRY = {spec.name: spec for spec in [
     # our own: best-first whose links are told apart by the critic's score of their context (anchor and nearby leaves)
     CrawlerSpec("best-first-context", {"strategy": "best-first", "classifier": "svm-cosine", "focus": {"link_context": 0.5}}),
     CrawlerSpec("apprentice-online", ONLINE),
+    # the online apprentice with every optional family of features: the page's class (§3.8),
+    # co-citation (§2.2.3) and the words of the target's URL (ours)
+    CrawlerSpec("apprentice-families", {**ONLINE, "apprentice": {**ONLINE["apprentice"], "class_features": True,
+                                                                  "cocitation": True, "url_words": True}}),
     # §3.6 for the online apprentice: the baseline's pages only, so it fetches the same pages
     # (how soon it finds the relevant ones; its pages/s on the same pages, though it refuses
     # the links out of them and so scores and stores fewer)
