@@ -110,6 +110,24 @@ def test_a_pages_windows_are_scored_as_its_links_features_are():
     assert len(model.decision_function([])) == 0
 
 
+def test_features_looked_up_in_bulk_are_scored_as_one_by_one(monkeypatch):
+    """Re-scoring a frontier looks its features up in a hash set, a page's links by binary
+    search: the same scores, a feature never seen weighing nothing; training through either
+    learns the same counts."""
+    rng = np.random.default_rng(3)
+    features = [rng.integers(0, 10**9, rng.integers(1, 30)) for _ in range(400)]
+    relevance = rng.random(400)
+    unseen = [np.r_[f[:3], rng.integers(10**9, 2 * 10**9, 5)] for f in features[:200]]
+    by_search = Apprentice().partial_fit(features, relevance)
+    scores = by_search.decision_function(features + unseen)
+    monkeypatch.setattr("focuscrawl.apprentice.HASHED_LOOKUP", 0)
+    by_hash = Apprentice().partial_fit(features, relevance)
+    assert np.array_equal(by_hash.features_, by_search.features_) and np.array_equal(by_hash.counts_, by_search.counts_)
+    assert np.allclose(by_hash.decision_function(features + unseen), scores)
+    prior = np.log(by_hash.instances_[1] / by_hash.instances_[0])
+    assert by_hash.decision_function([np.array([2 * 10**9 + 1])])[0] == pytest.approx(prior)
+
+
 def random_instances(rng, count, width=60):
     features = [rng.integers(0, width, rng.integers(0, 12)) for _ in range(count)]
     return features, rng.random(count)
