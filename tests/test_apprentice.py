@@ -95,7 +95,7 @@ def test_the_stored_features_cut_from_a_pages_windows_are_those_packed_from_its_
 
 def test_a_pages_windows_are_scored_as_its_links_features_are():
     """The judging worker scores every link of a page from its windows as they are: the same
-    log-odds as from one array per link; no link, no score."""
+    log-odds and, once the blend is fitted, priorities as from one array per link; no link, no score."""
     body = "".join(f"<h2>part {i}</h2><p>alpha beta {i}</p><a href='/p{i}'>link {i}</a>" for i in range(30))
     analyzer = Analyzer()
     page = parse_html(f"<html><body>{body}</body></html>".encode(), "http://x/", "utf-8", "")
@@ -105,6 +105,10 @@ def test_a_pages_windows_are_scored_as_its_links_features_are():
     windows = page_link_windows(analyzer, page)
     assert np.array_equal(model.decision_function(windows), model.decision_function(features))
     assert len(model.decision_function(windows)) == 30
+    model.partial_fit(features, np.linspace(1, 0, 30), np.linspace(0.2, 0.9, 30))  # held out: the blend is fitted
+    assert model.blend.fitted
+    parents = np.full(30, 0.7)
+    assert np.array_equal(model.priority(windows, parents), model.priority(features, parents))
     empty = parse_html(b"<html><body><p>no links</p></body></html>", "http://x/", "utf-8", "")
     assert len(model.decision_function(page_link_windows(analyzer, empty))) == 0
     assert len(model.decision_function([])) == 0
@@ -114,18 +118,24 @@ def test_features_looked_up_in_bulk_are_scored_as_one_by_one(monkeypatch):
     """Re-scoring a frontier looks its features up in a hash set, a page's links by binary
     search: the same scores, a feature never seen weighing nothing; training through either
     learns the same counts."""
+    import pyarrow.compute as pc
+
     rng = np.random.default_rng(3)
-    features = [rng.integers(0, 10**9, rng.integers(1, 30)) for _ in range(400)]
+    features = [rng.integers(0, 2000, rng.integers(1, 30)) for _ in range(400)]  # ids repeat: more ids than features
     relevance = rng.random(400)
     unseen = [np.r_[f[:3], rng.integers(10**9, 2 * 10**9, 5)] for f in features[:200]]
+    never = [np.arange(10**9, 10**9 + 3000)]
     by_search = Apprentice().partial_fit(features, relevance)
     scores = by_search.decision_function(features + unseen)
+    hashed, index_in = [], pc.index_in
+    monkeypatch.setattr(pc, "index_in", lambda *args, **kwargs: hashed.append(1) or index_in(*args, **kwargs))
     monkeypatch.setattr("focuscrawl.apprentice.HASHED_LOOKUP", 0)
     by_hash = Apprentice().partial_fit(features, relevance)
     assert np.array_equal(by_hash.features_, by_search.features_) and np.array_equal(by_hash.counts_, by_search.counts_)
     assert np.allclose(by_hash.decision_function(features + unseen), scores)
     prior = np.log(by_hash.instances_[1] / by_hash.instances_[0])
-    assert by_hash.decision_function([np.array([2 * 10**9 + 1])])[0] == pytest.approx(prior)
+    assert by_hash.decision_function(never)[0] == pytest.approx(prior)
+    assert len(hashed) == 3
 
 
 def random_instances(rng, count, width=60):

@@ -25,7 +25,7 @@ import logging
 import pickle
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
@@ -34,7 +34,7 @@ import numpy as np
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.learn import ModelError
-from focuscrawl.parse import DecodeError, parse_html
+from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDir, Queries, open_existing
 from focuscrawl.text import Analyzer, LeafTerms
 
@@ -284,15 +284,16 @@ class Apprentice:
         return at, known
 
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Each id's column in ``features_``, -1 for an id never seen. Many ids at once are
-        looked up in a hash set (pyarrow's ``index_in``, its building included): re-scoring the
-        frontier looks up about a million at a time, 2.4× faster so (1 M ids against 80 000
-        features: 43 against 105 ms); a page's few thousand are faster by binary search."""
-        if len(ids) >= HASHED_LOOKUP:
+        """Each id's column in ``features_`` (int64), -1 for an id never seen. Ids looked up by
+        the hundred thousand, at least as many as the features, go through a hash set built for
+        the call (pyarrow's ``index_in``): re-scoring the frontier looks up about a million at a
+        time; a page's few thousand are faster by binary search (``benchmarks/apprentice_links.py``)."""
+        if len(ids) >= max(HASHED_LOOKUP, len(self.features_)):
             import pyarrow as pa
             import pyarrow.compute as pc
 
-            return pc.index_in(ids, value_set=pa.array(self.features_)).fill_null(-1).to_numpy(zero_copy_only=False)
+            found = pc.index_in(ids, value_set=pa.array(self.features_)).fill_null(-1)
+            return found.to_numpy(zero_copy_only=False).astype(np.int64)
         at, known = self._columns(ids)
         at[~known] = -1
         return at
@@ -321,7 +322,7 @@ class Apprentice:
         """Whether its priorities replace the baseline's: trained, and the blend fitted if there is one."""
         return self.trained and (self.blend is None or self.blend.fitted)
 
-    def priority(self, features: Links, parent_scores: np.ndarray) -> np.ndarray:
+    def priority(self, features: Links | LinkWindows, parent_scores: np.ndarray) -> np.ndarray:
         """A link's priority: the blend of the apprentice and the source page's critic score, or
         the apprentice's Pr(high) alone without a blend (the paper's apprentice)."""
         if self.blend is None:
@@ -337,16 +338,16 @@ class Apprentice:
             self._weights = np.append(log_q[1] - log_q[0], 0.0)  # last: features never seen
         return self._weights
 
-    def predict_proba(self, features: Links) -> np.ndarray:
+    def predict_proba(self, features: Links | LinkWindows) -> np.ndarray:
         """Pr(high | link) for each link (the prior alone for a link without learnt features)."""
         return _sigmoid(self.decision_function(features))
 
-    def decision_function(self, features: Links) -> np.ndarray:
+    def decision_function(self, features: Links | LinkWindows) -> np.ndarray:
         """log Pr(high | link) / Pr(low | link) for each link."""
         columns, lengths = _flatten(features)
         if not len(lengths):
             return np.zeros(0)
-        weights = self._log_ratio()  # (its last, for a feature never seen: -1)
+        weights = self._log_ratio()  # ``_lookup`` gives -1 for a feature never seen: the trailing 0
         evidence = np.bincount(np.repeat(np.arange(len(lengths)), lengths), weights[self._lookup(columns)],
                                minlength=len(lengths))
         return evidence + np.log(self.instances_[1] / self.instances_[0])
@@ -451,14 +452,14 @@ class Blend:
         return self.weights_[:2] @ self._inputs(apprentice_log_odds, parent_scores) + self.weights_[2]
 
 
-Links = list[np.ndarray] | list[bytes] | LinkWindows  # each link's feature ids: arrays, packed (as stored), or a page's windows
+Links = list[np.ndarray] | list[bytes]  # each link's feature ids, as arrays or packed (as stored)
 
 
-def _flatten(features: Links) -> tuple[np.ndarray, np.ndarray]:
-    """All feature ids in one array, and the number of each link's. A page's windows are read
-    as they are (every link, ⟨t, d⟩ only: cutting an array per link to join them again cost
-    the judging worker 0.18 ms a page); packed links are joined and read in one go
-    (re-scoring the frontier reads tens of thousands at a time)."""
+def _flatten(features: Links | LinkWindows) -> tuple[np.ndarray, np.ndarray]:
+    """All feature ids in one array, and the number of each link's. A page's windows (every
+    link, ⟨t, d⟩ only) are read as they are, with no array per link cut and joined again;
+    packed links are joined and read in one go (re-scoring the frontier reads tens of thousands
+    at a time)."""
     if isinstance(features, LinkWindows):
         return features.features.astype(np.int64), np.diff(features.bounds).astype(np.int64)
     if not features:
@@ -489,6 +490,23 @@ def median_score(queries: Queries) -> float:
     return HIGH if median is None else median
 
 
+def archived_pages(directory: Path, wanted: Callable[[str], bool] = lambda url: True) -> Iterator[Page]:
+    """The crawl's HTML pages fetched with a 2xx status, re-read from its WARC archive in archive
+    order and parsed; a page whose URL is not ``wanted`` is not parsed."""
+    for path in sorted(CrawlDir(directory).warc.glob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                url = record.rec_headers.get_header("WARC-Target-URI")
+                if record.rec_type != "response" or not wanted(url) or not record.http_headers \
+                        or not record.http_headers.get_statuscode().startswith("2"):
+                    continue
+                try:
+                    page = parse_html(record.content_stream().read(), url)
+                except DecodeError:
+                    continue
+                yield page
+
+
 def crawl_instances(directory: Path, analyzer: Analyzer, d_max: int, url_words: bool = False,
                     label: Callable[[str], float] | None = None) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
@@ -502,20 +520,10 @@ def crawl_instances(directory: Path, analyzer: Analyzer, d_max: int, url_words: 
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []
-    for path in sorted(CrawlDir(directory).warc.glob("*.warc.gz")):
-        with open(path, "rb") as handle:
-            for record in ArchiveIterator(handle):
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                if record.rec_type != "response" or url not in relevance or not record.http_headers \
-                        or not record.http_headers.get_statuscode().startswith("2"):
-                    continue
-                try:
-                    page = parse_html(record.content_stream().read(), url)
-                except DecodeError:
-                    continue
-                wanted = [i for i, link in enumerate(page.links)
-                          if (label is not None or link.url in relevance) and link.url != url]
-                features += page_link_features(analyzer, page, wanted, d_max, url_words)
-                labels += [score_of_target(page.links[i].url) for i in wanted]
-                sources += [url] * len(wanted)
+    for page in archived_pages(directory, relevance.__contains__):
+        wanted = [i for i, link in enumerate(page.links)
+                  if (label is not None or link.url in relevance) and link.url != page.url]
+        features += page_link_features(analyzer, page, wanted, d_max, url_words)
+        labels += [score_of_target(page.links[i].url) for i in wanted]
+        sources += [page.url] * len(wanted)
     return features, np.array(labels), sources, np.array([relevance[source] for source in sources])

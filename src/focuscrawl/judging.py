@@ -129,7 +129,7 @@ class Judge:
 
     def _link_priorities(self, page: Page, judgement: Judgement) -> np.ndarray:
         """Every link's priority by the apprentice, its source scored as the critic judged it
-        (with ⟨t, d⟩ alone, straight from the page's windows)."""
+        (without an optional family of features, straight from the page's windows)."""
         settings = self.apprentice_settings
         topic = page_topic(judgement, settings.class_features)
         if settings.url_words or topic is not None:
