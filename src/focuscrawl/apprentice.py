@@ -157,6 +157,15 @@ def page_link_blobs(analyzer: Analyzer, page, wanted: list[int], d_max: int = 5,
     return [joined[bounds[i]:bounds[i + 1]] for i in wanted]
 
 
+def every_link_features(analyzer: Analyzer, page, d_max: int = 5, url_words: bool = False,
+                        topic: str | None = None) -> Links | LinkWindows:
+    """``page_link_features`` of all the page's links, as the apprentice scores them; without the
+    optional families, the page's windows as they are (no array per link cut and joined again)."""
+    if url_words or topic is not None:
+        return page_link_features(analyzer, page, list(range(len(page.links))), d_max, url_words, topic)
+    return page_link_windows(analyzer, page, d_max)
+
+
 def page_topic(judgement, class_features: bool) -> str | None:
     """The page's class in its links' features (§3.8, when ``class_features``): the critic's
     topic, or 'relevant' and 'other' for a two-class critic."""

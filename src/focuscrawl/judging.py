@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focuscrawl.apprentice import Apprentice, LinkWindows, page_link_features, page_link_windows, page_topic
+from focuscrawl.apprentice import Apprentice, LinkWindows, every_link_features, page_link_windows, page_topic
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
@@ -128,15 +128,10 @@ class Judge:
         return {**self.__dict__, "recent": None}  # a worker's own
 
     def _link_priorities(self, page: Page, judgement: Judgement) -> np.ndarray:
-        """Every link's priority by the apprentice, its source scored as the critic judged it
-        (without an optional family of features, straight from the page's windows)."""
+        """Every link's priority by the apprentice, its source scored as the critic judged it."""
         settings = self.apprentice_settings
-        topic = page_topic(judgement, settings.class_features)
-        if settings.url_words or topic is not None:
-            features = page_link_features(self.analyzer, page, list(range(len(page.links))), settings.d_max,
-                                          settings.url_words, topic)
-        else:
-            features = page_link_windows(self.analyzer, page, settings.d_max)
+        features = every_link_features(self.analyzer, page, settings.d_max, settings.url_words,
+                                       page_topic(judgement, settings.class_features))
         return self.link_model.priority(features, np.full(len(page.links), judgement.relevance))
 
     def _keep_what_the_crawl_needs(self, page: Page) -> None:
