@@ -83,7 +83,7 @@ def main() -> None:
     reader, hashed_from = InstanceReader(args.crawl), apprentice.HASHED_LOOKUP
     rescore_seconds = {"as_crawled": [], "binary_search": []}  # how features are looked up (``Apprentice._lookup``)
     with reader.snapshot(), gc_paused():  # as a batch beside the crawl re-scores
-        instances = len(reader.queries.queued_link_instances())
+        instances = sum(len(links.targets) for links in reader.queued_link_features())
         try:
             for _ in range(ROUNDS):  # the first also loads what a process beside has loaded by its second
                 for lookup, threshold in (("as_crawled", hashed_from), ("binary_search", sys.maxsize)):

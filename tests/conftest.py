@@ -144,6 +144,13 @@ def postgres_dsn():
     cluster.stop()
 
 
+def linking(store, rows: list[tuple[int, int, bytes, float]]) -> None:
+    """(source, target, features, source's score) of links, recorded as the crawl records a page's:
+    in the ``links`` table and as the apprentice's instances."""
+    store.record_links([(source, target, None, 0, 0, 0) for source, target, _, _ in rows])
+    store.record_link_features(rows)
+
+
 def learnt_at_once(store) -> list:
     """The instances ``store.new_instances`` gives, marked learnt in the same unit (as a batch of
     the apprentice's keeps them): their rows."""

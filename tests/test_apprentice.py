@@ -25,10 +25,10 @@ from focuscrawl.config import dump_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
 from focuscrawl.store import Store
-from focuscrawl.store.schema import features_keys
+from focuscrawl.store.schema import LEARNT_THROUGH
 from focuscrawl.text import Analyzer
 
-from conftest import learnt_at_once, running
+from conftest import learnt_at_once, linking, running
 
 
 def link_features(leaf_terms, spans, d_max=5):
@@ -261,38 +261,41 @@ def test_an_apprentice_saved_before_blends_loads_as_the_papers():
     assert old.blend is None
 
 
-def test_the_same_link_on_many_pages_is_stored_once_with_its_copies(tmp_path):
+def judged(store, url_id, relevance):
+    """What a fetched page leaves in the database."""
+    fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, fetched_at) VALUES (?, ?, 0)",
+                                (url_id, f"http://127.0.0.1/{url_id}")).lastrowid
+    store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance) VALUES (?, ?, ?, ?)",
+                     (url_id, fetch_id, str(url_id), relevance))
+
+
+def test_the_same_link_on_many_pages_is_learnt_once_with_its_copies(tmp_path):
     store = Store(tmp_path / "crawl", warc=False)
     with store.transaction():
-        store.record_link_features([(1, 10, b"menu", 0.2), (1, 11, b"menu", 0.2), (1, 10, b"text", 0.2)])
-        store.record_link_features([(2, 10, b"menu", 0.6), (3, 10, b"menu", 0.1), (3, 12, b"menu", 0.9)])
+        linking(store, [(1, 10, b"menu", 0.2), (1, 11, b"menu", 0.2), (1, 10, b"text", 0.2)])
+        linking(store, [(2, 10, b"menu", 0.6)])
+        linking(store, [(3, 10, b"menu", 0.1), (3, 12, b"menu", 0.9)])
         store.retarget_link_features(12, 10)  # 12 only redirects to 10: its links become links to 10
-    rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features"
-                            " ORDER BY target_id, features")  # the best source's score is the baseline's priority
-    assert rows.fetchall() == [(10, b"menu", 4, 0.9), (10, b"text", 1, 0.2), (11, b"menu", 1, 0.2)]
     with store.transaction():  # an earlier crawl's ids given anew: two of a target's links become one
-        store.rehash_link_features(lambda blob: b"same")
-    assert store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY target_id"
-                            ).fetchall() == [(10, b"same", 5, 0.9), (11, b"same", 1, 0.2)]
+        store.rehash_link_features(lambda blob: np.full(len(blob) // 4, 7, dtype=np.uint32).tobytes())
+        judged(store, 10, 0.5)
+        judged(store, 11, 0.4)  # the best source's score is the baseline's priority
+        assert sorted(learnt_at_once(store)) == [(bytes(np.uint32([7])), 0.4, 1, 0.2, 11),
+                                                 (bytes(np.uint32([7])), 0.5, 5, 0.9, 10)]
     store.close()
 
 
 def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_even_after_a_resume(tmp_path):
-    def judged(store, url_id, relevance):  # what a fetched page leaves in the database
-        fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, fetched_at) VALUES (?, ?, 0)",
-                                    (url_id, f"http://127.0.0.1/{url_id}")).lastrowid
-        store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance) VALUES (?, ?, ?, ?)",
-                         (url_id, fetch_id, str(url_id), relevance))
-
     store = Store(tmp_path / "crawl", warc=False)
     with store.transaction():
-        store.record_link_features([(1, 10, b"aaaa", 0.5), (2, 10, b"aaaa", 0.5), (1, 11, b"bbbb", 0.5), (1, 12, b"cccc", 0.5)])
+        linking(store, [(1, 10, b"aaaa", 0.5), (1, 11, b"bbbb", 0.5), (1, 12, b"cccc", 0.5)])
+        linking(store, [(2, 10, b"aaaa", 0.5)])
         judged(store, 10, 0.9)
         judged(store, 13, 0.5)  # a page no stored link leads to
     with store.transaction():
         assert learnt_at_once(store) == [(b"aaaa", 0.9, 2, 0.5, 10)]
         assert learnt_at_once(store) == []
-        store.record_link_features([(3, 11, b"dddd", 0.5)])
+        linking(store, [(3, 11, b"dddd", 0.5)])
         judged(store, 11, 0.2)
     store.close()
     store = Store(tmp_path / "crawl", warc=False)  # resumed: page 11 was judged before the stop
@@ -304,39 +307,14 @@ def test_new_instances_are_the_links_of_pages_judged_since_the_last_training_eve
         store.retarget_link_features(12, 10)
         assert learnt_at_once(store) == [(b"cccc", 0.9, 1, 0.5, 10)]
     with store.transaction():  # a failed training leaves the links to learn for the next one
-        store.record_link_features([(4, 14, b"eeee", 0.5)])
+        linking(store, [(4, 14, b"eeee", 0.5)])
         judged(store, 14, 0.7)
     with pytest.raises(RuntimeError), store.transaction():
         assert learnt_at_once(store) == [(b"eeee", 0.7, 1, 0.5, 14)]
         raise RuntimeError("the apprentice failed")
     with store.transaction():
         assert learnt_at_once(store) == [(b"eeee", 0.7, 1, 0.5, 14)]
-    learnt = store.db.execute("SELECT target_id, learnt FROM link_features ORDER BY target_id, features").fetchall()
-    assert learnt == [(10, 1), (10, 1), (11, 1), (11, 1), (14, 1)]
-    store.close()
-
-
-def test_a_crawl_that_kept_a_row_per_link_is_merged_when_opened(tmp_path):
-    directory = tmp_path / "crawl"
-    directory.mkdir()
-    db = sqlite3.connect(directory / "crawl.db")  # the table as an earlier version made it
-    db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL,"
-               " features BLOB NOT NULL, learnt INTEGER NOT NULL DEFAULT 0)")
-    db.execute("CREATE INDEX link_features_target ON link_features (target_id)")
-    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)",
-                   [(1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"xxxx", 0)])
-    db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
-               " relevance REAL)")
-    db.executemany("INSERT INTO documents VALUES (?, 0, '', ?)", [(1, 0.8), (2, 0.3)])  # page 3: no judgement
-    db.commit()
-    db.close()
-    store = Store(directory, warc=False)
-    rows = store.db.execute("SELECT target_id, features, learnt, copies, parent_score FROM link_features"
-                            " ORDER BY target_id, features")  # the first page seen with a link: its source's score
-    assert rows.fetchall() == [(10, b"menu", 1, 2, 0.8), (11, b"menu", 0, 2, 0.3), (11, b"xxxx", 0, 1, 0.0)]
-    with store.transaction():
-        store.record_link_features([(4, 11, b"xxxx", 0.5)])
-    assert store.db.execute("SELECT copies FROM link_features WHERE features = ?", (b"xxxx",)).fetchone() == (2,)
+    assert store.get_meta(LEARNT_THROUGH) == "5"  # every fetch's
     store.close()
 
 
@@ -444,22 +422,17 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     crawler.apprentice.train()
     # three more links to each of ten queued URLs; every link gets a last feature of its own,
     # which alone decides its (made-up) score, so each URL's best link must be looked for
-    links = db.execute("SELECT lf.source_id, lf.target_id, lf.features FROM link_features lf JOIN urls u"
-                       " ON u.id = lf.target_id WHERE u.state = 0 ORDER BY lf.target_id").fetchall()
+    links = [link for chunk in crawler.store.queued_link_features() for link in zip(chunk.targets.tolist(), chunk.blobs())]
     links += [link for link in links[:10] for _ in range(3)]
-    db.execute("DELETE FROM link_features")
-    blobs = [(source, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))
-             for n, (source, target, blob) in enumerate(links, 1)]
-    db.executemany("INSERT INTO link_features (source_id, target_id, features, features_key) VALUES (?, ?, ?, ?)",
-                   [(*link, key) for link, key in zip(blobs, features_keys([blob for _, _, blob in blobs]))])
+    db.execute("DELETE FROM link_instances")
     db.commit()
-    rows = db.execute("SELECT lf.target_id, lf.features FROM link_features lf JOIN urls u ON u.id = lf.target_id"
-                      " WHERE u.state = 0").fetchall()
-    score_of = {blob: int.from_bytes(blob[-4:], "little") / 2**32 for _, blob in rows}
-    crawler.apprentice.model.predict_proba = lambda blobs: np.array([score_of[b] for b in blobs])
+    with crawler.store.transaction():  # a page each, with the last id as the link's score
+        for n, (target, blob) in enumerate(links, 1):
+            crawler.store.record_link_features([(n, target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"), 0.5)])
+    crawler.apprentice.model.predict_proba = lambda windows: windows.features[windows.bounds[1:] - 1] / 2**32
     expected: dict[int, float] = {}
-    for target, blob in rows:
-        expected[target] = max(expected.get(target, 0.0), score_of[blob])
+    for n, (target, _) in enumerate(links, 1):
+        expected[target] = max(expected.get(target, 0.0), (n * 2654435761 % 2**32) / 2**32)
     for chunk in (1, 3, 50_000):
         priorities, targets = crawler.store.run_unit(
             lambda: rescored(crawler.store, crawler.apprentice.model, chunk))
@@ -643,10 +616,15 @@ def test_the_truth_apprentice_learns_the_labels_it_is_given_not_the_critics(idio
     crawl = idiom_crawl("apprentice", 150, batch=60, name="truth",
                         parts=REGISTRY["apprentice-truth"].parts(not_chess))
     resumed = Crawler.open(crawl)
-    learnt = resumed.store.db.execute("SELECT u.url, lf.copies FROM link_features lf JOIN urls u ON u.id = lf.target_id"
-                                      " WHERE lf.learnt = 1").fetchall()
-    high = sum(copies for url, copies in learnt if not_chess(url))
-    assert high > 0 and list(resumed.apprentice.model.instances_) == [sum(c for _, c in learnt) - high, high]
+    learnt_through = int(resumed.store.get_meta(LEARNT_THROUGH))
+    with resumed.store.transaction():  # what the batches took: the instances up to the last one's watermark (the
+        # fetches after it forgotten: the crawl is over)
+        resumed.store.db.execute("DELETE FROM fetches WHERE id > ?", (learnt_through,))
+        resumed.store.set_meta(**{LEARNT_THROUGH: 0})
+        learnt = resumed.store.new_instances().rows
+    urls = resumed.store.urls_of([target for *_, target in learnt])
+    high = sum(copies for _, _, copies, _, target in learnt if not_chess(urls[target]))
+    assert high > 0 and list(resumed.apprentice.model.instances_) == [sum(c for _, _, c, _, _ in learnt) - high, high]
     resumed.store.close()
 
 
@@ -672,7 +650,7 @@ def test_a_crawl_begun_with_a_term_table_goes_on_with_hashed_ids(idiom_crawl):
     directory = idiom_crawl("apprentice", 80, batch=30, blend=False)
     db = sqlite3.connect(directory / "crawl.db")
     rows = [(row_id, np.frombuffer(blob, dtype=np.uint32).astype(np.int64))
-            for row_id, blob in db.execute("SELECT rowid, features FROM link_features ORDER BY rowid")]
+            for row_id, blob in db.execute("SELECT rowid, features FROM link_instances ORDER BY rowid")]
     model = Apprentice.loads(db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()[0])
     before = model.predict_proba([features for _, features in rows])
     # as the earlier version left it: term k (named "term{k}") has id k
@@ -684,7 +662,7 @@ def test_a_crawl_begun_with_a_term_table_goes_on_with_hashed_ids(idiom_crawl):
 
     db.execute("CREATE TABLE apprentice_terms (term TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE)")
     db.executemany("INSERT INTO apprentice_terms VALUES (?, ?)", [(f"term{k}", k) for k in old.values()])
-    db.executemany("UPDATE link_features SET features = ? WHERE rowid = ?",
+    db.executemany("UPDATE link_instances SET features = ? WHERE rowid = ?",
                    [(old_ids(features).astype(np.uint32).tobytes(), row_id) for row_id, features in rows])
     dense = np.zeros((2, len(buckets) * WIDTH))
     dense[:, old_ids(model.features_)] = model.counts_
@@ -698,12 +676,12 @@ def test_a_crawl_begun_with_a_term_table_goes_on_with_hashed_ids(idiom_crawl):
     resumed.store.close()
     assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'apprentice_terms'").fetchone()
     hashed = {k: int(term_ids([f"term{k}"])[0]) for k in old.values()}
-    for (row_id, features), (blob,) in zip(rows, db.execute("SELECT features FROM link_features ORDER BY rowid")):
+    for (row_id, features), (blob,) in zip(rows, db.execute("SELECT features FROM link_instances ORDER BY rowid")):
         expected = feature_ids(np.array([hashed[old[int(f) // WIDTH]] for f in features]), features % WIDTH - D_MAX)
         np.testing.assert_array_equal(np.frombuffer(blob, dtype=np.uint32), expected)
     converted = Apprentice.loads(db.execute("SELECT data FROM models WHERE name = 'apprentice'").fetchone()[0])
     after = converted.predict_proba([np.frombuffer(blob, dtype=np.uint32).astype(np.int64)
-                                     for (blob,) in db.execute("SELECT features FROM link_features ORDER BY rowid")])
+                                     for (blob,) in db.execute("SELECT features FROM link_instances ORDER BY rowid")])
     np.testing.assert_allclose(after, before)
 
 
@@ -743,7 +721,7 @@ def test_the_optional_feature_families_switch_on_in_a_crawl(idiom_crawl):
 
     def special_terms(directory):
         db = sqlite3.connect(directory / "crawl.db")
-        stored = {int(f) for (blob,) in db.execute("SELECT features FROM link_features")
+        stored = {int(f) for (blob,) in db.execute("SELECT features FROM link_instances")
                   for f in np.frombuffer(blob, dtype=np.uint32)}
         return {special[f] for f in stored & special.keys()}
 

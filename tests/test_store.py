@@ -24,9 +24,10 @@ from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlD
                               read_only, transaction, upgrade_schema)
 from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
-from focuscrawl.store.schema import connect, features_keys
+from focuscrawl.store.link_instances import bag_keys
+from focuscrawl.store.schema import LEARNT_THROUGH, connect
 
-from conftest import learnt_at_once
+from conftest import learnt_at_once, linking
 
 CONFIG = validate_config({"seeds": ["http://a.test/"], "strategy": "bfs"})
 
@@ -113,11 +114,6 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
     db = connect(tmp_path / "old.db")
     db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
                " relevance REAL)")
-    db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB NOT NULL,"
-               " learnt INTEGER NOT NULL DEFAULT 0)")
-    db.execute("INSERT INTO documents VALUES (1, 1, 'h', 0.7)")
-    a, b = np.array([7, 9], dtype=np.uint32).tobytes(), np.array([7], dtype=np.uint32).tobytes()
-    db.executemany("INSERT INTO link_features VALUES (?, ?, ?, 0)", [(1, 5, a), (2, 6, b), (3, 5, a)])
     upgrade_schema(db)
     upgrade_schema(db)
 
@@ -126,37 +122,60 @@ def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
 
     assert {"topic", "confidence", "preview"} <= columns("documents")
     assert {"tunnel", "queue"} <= columns("urls") and "refused" in columns("fetches")
-    assert db.execute("SELECT source_id, copies, parent_score, features_key FROM link_features ORDER BY source_id"
-                      ).fetchall() == [(1, 2, 0.7, *features_keys([a])), (2, 1, 0.0, *features_keys([b]))]  # one link twice
-    assert db.execute("SELECT sql FROM sqlite_master WHERE name LIKE 'link_features_%'").fetchall() == [
-        ("CREATE UNIQUE INDEX link_features_by_key ON link_features (target_id, features_key)",)]
     db.close()
 
 
-def test_a_crawl_keyed_by_the_former_hash_is_keyed_again_and_its_copies_merged(tmp_path):
-    """The keys of distinct links were once BLAKE2b digests: a new link must find its stored copy."""
-    db = connect(tmp_path / "old.db")
-    upgrade_schema(db)
-    a, b = np.array([3, 4], dtype=np.uint32).tobytes(), np.array([4, 3], dtype=np.uint32).tobytes()
-    db.execute("DROP INDEX link_features_by_key")
-    db.execute("CREATE UNIQUE INDEX link_features_same ON link_features (target_id, features_key)")
-    db.executemany("INSERT INTO link_features (source_id, target_id, features, features_key, copies, parent_score)"
-                   " VALUES (?, 5, ?, ?, ?, ?)", [(1, a, 11, 2, 0.25), (2, b, 12, 1, 0.5)])
+@pytest.mark.parametrize("version", ["a row per link", "copies and scores"])
+def test_a_crawl_that_kept_a_row_per_distinct_link_keeps_what_it_has_not_learnt(tmp_path, version):
+    """Earlier versions kept the apprentice's instances a row per link (later per distinct link,
+    with its copies and its best source's score), marked learnt one by one."""
+    directory = tmp_path / "crawl"
+    directory.mkdir()
+    db = sqlite3.connect(directory / "crawl.db")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"
+               " relevance REAL)")
+    db.executemany("INSERT INTO documents VALUES (?, 0, '', ?)", [(1, 0.8), (2, 0.3), (10, 0.5)])  # page 3: no judgement
+    db.execute("CREATE TABLE links (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, anchor_text TEXT,"
+               " leaf_start INTEGER, leaf_end INTEGER, nofollow INTEGER NOT NULL DEFAULT 0)")
+    db.executemany("INSERT INTO links (source_id, target_id) VALUES (?, ?)", [(1, 10), (2, 10), (2, 11), (3, 11)])
+    if version == "a row per link":
+        db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL,"
+                   " features BLOB NOT NULL, learnt INTEGER NOT NULL DEFAULT 0)")
+        db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)", [
+            (1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"xxxx", 0)])
+    else:
+        db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB"
+                   " NOT NULL, features_key INTEGER NOT NULL DEFAULT 0, learnt INTEGER NOT NULL DEFAULT 0, copies INTEGER"
+                   " NOT NULL DEFAULT 1, parent_score REAL NOT NULL DEFAULT 0.0)")
+        db.executemany("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
+                       " VALUES (?, ?, ?, ?, ?, ?)", [(1, 10, b"menu", 1, 2, 0.8), (2, 11, b"menu", 0, 2, 0.3),
+                                                      (3, 11, b"xxxx", 0, 1, 0.0)])
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [("apprentice_fetches_learnt", "0"), ("apprentice_links_learnt", "5")])
     db.commit()
-    upgrade_schema(db)
-    assert db.execute("SELECT source_id, copies, parent_score, features_key FROM link_features").fetchall() == [
-        (1, 3, 0.5, *features_keys([a]))]  # the same bag of ids: one instance, both's copies, the better source
-    assert [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'link_features_%'")] == [
-        "link_features_by_key"]
     db.close()
+    store = Store(directory, warc=False)
+    assert not store.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features'").fetchone()
+    assert store.get_meta("apprentice_links_learnt") is None
+    with store.transaction():
+        assert learnt_at_once(store) == []  # page 11 is not judged yet
+    with store.transaction():  # page 11 judged
+        fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, fetched_at) VALUES (11, 'http://a.test/11', 0)"
+                                    ).lastrowid
+        store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance) VALUES (11, ?, '', 0.9)",
+                         (fetch_id,))
+    with store.transaction():  # the first page seen with a link stands for its best source
+        assert sorted(learnt_at_once(store)) == [(b"menu", 0.9, 2, 0.3, 11), (b"xxxx", 0.9, 1, 0.0, 11)]
+        assert learnt_at_once(store) == []
+    store.close()
 
 
-def test_features_keys_tell_bags_of_ids_apart():
-    links = [np.array(ids, dtype=np.uint32).tobytes() for ids in ([], [0], [0, 0], [1], [0, 1], [1, 0], [2**32 - 1])]
-    keys = features_keys(links)
+def test_bag_keys_tell_bags_of_ids_apart():
+    links = [np.array(ids, dtype=np.uint32) for ids in ([], [0], [0, 0], [1], [0, 1], [1, 0], [2**32 - 1])]
+    keys = bag_keys(np.concatenate(links), [len(link) for link in links]).tolist()
     assert keys[4] == keys[5]  # the same bag in another order
     assert len(set(keys[:5] + keys[6:])) == 6
-    assert features_keys([]) == [] and all(-2**63 <= key < 2**63 for key in keys)
+    assert len(bag_keys(np.zeros(0, dtype=np.uint32), [])) == 0 and all(-2**63 <= key < 2**63 for key in keys)
 
 
 def test_a_transaction_commits_when_its_block_ends(store, tmp_path):
@@ -323,12 +342,16 @@ def test_record_host_replaces_a_hosts_failures_status_and_crawl_delay(store):
 
 # -- the store: the apprentice ---------------------------------------------------------------------
 
-def test_a_link_recorded_again_counts_as_a_copy_and_keeps_the_better_sources_score(store):
+def test_a_pages_links_are_one_row_and_a_link_seen_again_is_learnt_with_its_copies(store):
+    sources = [page(store, f"http://a.test/{i}", score) for i, score in enumerate((0.3, 0.7, 0.5))]
+    menu, other = discover(store, ["http://a.test/menu", "http://a.test/other"], sources[0])
     with store.transaction():
-        store.record_link_features([(1, 10, b"menu", 0.3), (2, 10, b"menu", 0.7), (3, 10, b"menu", 0.5),
-                                    (1, 11, b"menu", 0.3)])
-    rows = store.db.execute("SELECT source_id, target_id, copies, parent_score FROM link_features ORDER BY target_id")
-    assert rows.fetchall() == [(1, 10, 3, 0.7), (1, 11, 1, 0.3)]
+        for source, score in zip(sources, (0.3, 0.7, 0.5)):
+            linking(store, [(source, menu, b"menu", score)] + ([(source, other, b"menu", score)] if score == 0.3 else []))
+    assert store.db.execute("SELECT COUNT(*) FROM link_instances").fetchone() == (3,)  # a row per page
+    page(store, "http://a.test/menu", 0.9)
+    with store.transaction():  # the best source's score is the baseline's priority
+        assert learnt_at_once(store) == [(b"menu", 0.9, 3, 0.7, menu)]
 
 
 def test_relevance_totals_sum_and_count_the_judged_pages_only(store):
@@ -365,7 +388,7 @@ def test_instances_read_beside_the_crawl_are_those_committed_and_each_is_learnt_
     first, second = discover(store, ["http://a.test/1", "http://a.test/2"], source)
     with store.grouped(pages=1000, seconds=3600):  # as a crawl runs: units wait for their group's commit
         with store.transaction():
-            store.record_link_features([(source, first, b"f1f1", 0.6), (source, second, b"f2f2", 0.6)])
+            linking(store, [(source, first, b"f1f1", 0.6), (source, second, b"f2f2", 0.6)])
         page(store, "http://a.test/1", 0.9, parent=source)
         reader = store.instance_reader()  # the group so far is committed for it
         page(store, "http://a.test/2", 0.1, parent=source)  # stored while the batch is learnt: not in its snapshot
@@ -387,29 +410,38 @@ def test_new_instances_are_the_links_of_newly_judged_targets_each_learnt_once(st
     source = page(store, "http://a.test/", 0.6)
     target, later = discover(store, ["http://a.test/t", "http://a.test/l"], source)
     with store.transaction():
-        store.record_link_features([(source, target, b"f1f1", 0.6), (source, later, b"f2f2", 0.6)])
+        linking(store, [(source, target, b"f1f1", 0.6), (source, later, b"f2f2", 0.6)])
     page(store, "http://a.test/t", 0.9, parent=source)
     with store.transaction():
         assert learnt_at_once(store) == [(b"f1f1", 0.9, 1, 0.6, target)]
         assert learnt_at_once(store) == []
-    assert store.get_meta("apprentice_links_learnt") == "2"
+    assert store.get_meta(LEARNT_THROUGH) == str(store.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0])
 
 
-def test_queued_link_features_are_the_links_to_queued_urls_in_target_order(store):
+def test_queued_link_features_are_the_distinct_links_to_queued_urls(store):
     source = page(store, "http://a.test/", 0.6)
     first, second = discover(store, ["http://a.test/1", "http://a.test/2"], source)
     with store.transaction():
-        store.record_link_features([(source, second, b"bbbb", 0.6), (source, first, b"aaaa", 0.6), (source, source, b"ssss", 0.1)])
-    assert list(store.queued_link_features()) == [(first, b"aaaa", 0.6), (second, b"bbbb", 0.6)]
-    assert sorted(store.queries.queued_link_instances()) == [(first, b"aaaa", 0.6), (second, b"bbbb", 0.6)]
+        linking(store, [(source, second, b"bbbb", 0.6), (source, first, b"aaaa", 0.6), (source, source, b"ssss", 0.1),
+                        (source, first, b"aaaa", 0.6)])
+    (links,) = store.queued_link_features()
+    assert sorted(zip(links.targets.tolist(), links.blobs(), links.parents.tolist())) == [
+        (first, b"aaaa", 0.6), (second, b"bbbb", 0.6)]
 
 
-def test_retarget_link_features_moves_a_redirects_links_to_its_target(store):
+def test_a_redirects_links_lead_to_its_target(store):
+    sources = [page(store, f"http://a.test/{i}", score) for i, score in enumerate((0.2, 0.8))]
+    target, moved = discover(store, ["http://a.test/t", "http://a.test/moved"], sources[0])
     with store.transaction():
-        store.record_link_features([(1, 10, b"aaaa", 0.2), (2, 12, b"aaaa", 0.8), (2, 12, b"bbbb", 0.4)])
-        store.retarget_link_features(12, 10)
-    rows = store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY features")
-    assert rows.fetchall() == [(10, b"aaaa", 2, 0.8), (10, b"bbbb", 1, 0.4)]
+        linking(store, [(sources[0], target, b"aaaa", 0.2)])
+        linking(store, [(sources[1], moved, b"aaaa", 0.8), (sources[1], moved, b"bbbb", 0.8)])
+        store.retarget_link_features(moved, target)
+    (links,) = store.queued_link_features()
+    assert sorted(zip(links.targets.tolist(), links.blobs(), links.parents.tolist())) == [
+        (target, b"aaaa", 0.8), (target, b"bbbb", 0.8)]
+    page(store, "http://a.test/t", 0.4)
+    with store.transaction():
+        assert sorted(learnt_at_once(store)) == [(b"aaaa", 0.4, 2, 0.8, target), (b"bbbb", 0.4, 1, 0.8, target)]
 
 
 def test_set_priorities_gives_urls_new_priorities(store):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import (Apprentice, median_score, pack, page_link_blobs, page_link_features, page_topic,
-                                  rehashing)
+from focuscrawl.apprentice import (Apprentice, LinkWindows, median_score, pack, page_link_blobs, page_link_features,
+                                  page_topic, rehashing)
 from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import Lookout
@@ -62,8 +62,9 @@ class Lesson:
 
     model: Apprentice | None  # none when made in another process: ``saved`` is loaded (one pickle, not two)
     saved: bytes  # the model as saved
-    instances: NewInstances  # what it learnt, marked learnt when it is saved (their rows only, from another process)
+    instances: NewInstances  # what it learnt, marked learnt when it is saved (without their rows, from another process)
     rescored: tuple[np.ndarray, np.ndarray] | None  # (priorities, url ids) of the queued URLs, when due
+    learnt: int  # how many instances it learnt
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Batch:
             log.exception("apprentice: learning failed; continuing with the saved model")
             return None
         if self.apart:
-            return Lesson(None, lesson.saved, lesson.instances._replace(rows=[]), lesson.rescored)
+            return Lesson(None, lesson.saved, lesson.instances._replace(rows=[]), lesson.rescored, lesson.learnt)
         return lesson
 
     def _study(self, source) -> Lesson:
@@ -103,7 +104,7 @@ class Batch:
                 model.partial_fit(list(blobs), np.array(relevance), np.array(parents), median_score(source.queries),
                                   np.array(copies))
             due = rescore_due(model, self.rescored_at, self.rescore_growth)
-            return Lesson(model, model.dumps(), instances, rescored(source, model) if due else None)
+            return Lesson(model, model.dumps(), instances, rescored(source, model) if due else None, len(instances.rows))
 
 
 def rescore_due(model: Apprentice, rescored_at: str | None, growth: float) -> bool:
@@ -300,30 +301,29 @@ class ApprenticeLoop:
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         blend = model.blend
         log.info("apprentice: %d new instances (%d low, %d high in all), %d queued URLs re-scored%s",
-                 len(lesson.instances.ids), *model.instances_, rescored,
+                 lesson.learnt, *model.instances_, rescored,
                  "; blend: %.2f × its log-odds + %.2f × the source's" % tuple(blend.weights_[:2])
                  if blend is not None and blend.fitted else "")
 
 
-def rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+def rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK,
+             score: Callable[[LinkWindows, np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(priorities, url ids) of the queued URLs with link instances, the best of each one's
-    incoming links: read chunk by chunk in target order (the links never all in memory); a
-    target whose links straddle two chunks keeps the best of both."""
-    bests, firsts_seen = [], []
-    carried: tuple[int, float] | None = None  # the last target read, maybe continued in the next chunk
-    links = source.queued_link_features()
-    while block := links.fetchmany(chunk):
-        targets, blobs, parents = zip(*block)
-        targets, scores = np.array(targets), model.priority(list(blobs), np.array(parents))
-        starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
-        best, firsts = np.maximum.reduceat(scores, starts), targets[starts]
-        if carried is not None and carried[0] == firsts[0]:
-            best[0] = max(best[0], carried[1])
-        elif carried is not None:
-            firsts, best = np.r_[carried[0], firsts], np.r_[carried[1], best]
-        carried = (int(firsts[-1]), float(best[-1]))
-        bests.append(best[:-1])
-        firsts_seen.append(firsts[:-1])
-    if carried is None:
-        return np.zeros(0), np.zeros(0, dtype=np.int64)
-    return np.r_[np.concatenate(bests), carried[1]], np.r_[np.concatenate(firsts_seen), carried[0]]
+    incoming links: read and scored chunk by chunk (the links never all in memory), the best so
+    far kept per URL. ``score``: of links and their sources' scores (``model.priority``)."""
+    score = score or model.priority
+    targets, best = np.zeros(0, dtype=np.int64), np.zeros(0)
+    for links in source.queued_link_features(chunk):
+        scores = score(LinkWindows(links.features, links.bounds), links.parents)
+        targets, best = best_per_target(np.r_[targets, links.targets], np.r_[best, scores])
+    return best, targets
+
+
+def best_per_target(targets: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct target once, in order, with the best of its scores."""
+    if not len(targets):
+        return targets, scores
+    order = np.argsort(targets, kind="stable")
+    targets = targets[order]
+    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    return targets[starts], np.maximum.reduceat(scores[order], starts)

@@ -25,7 +25,8 @@ from scipy import sparse
 
 from focuscrawl.apprentice import HIGH, Apprentice, crawl_instances
 from focuscrawl.config import load_config
-from focuscrawl.store import CrawlDir, Queries, open_existing
+from focuscrawl.apprentice_loop import rescored
+from focuscrawl.store import CrawlDir, InstanceReader, Queries, open_existing
 from focuscrawl.text import Analyzer, information_gain
 
 WIDEST = 8  # the largest d_max tried
@@ -91,7 +92,7 @@ def _saved_apprentice_figures(directory: Path) -> tuple[dict | None, dict | None
         apprentice = Apprentice.loads(saved) if saved else None
         if apprentice is not None and apprentice.needs_rehash:  # converted when the crawl is resumed
             apprentice = None
-        return _priorities(db, apprentice), _blend(apprentice)
+    return _priorities(directory, apprentice), _blend(apprentice)
 
 
 def _blend(apprentice: Apprentice | None) -> dict | None:
@@ -104,20 +105,18 @@ def _blend(apprentice: Apprentice | None) -> dict | None:
             "held_out_links": float(apprentice.blend.counts_.sum())}
 
 
-def _priorities(db, apprentice: Apprentice | None) -> dict | None:
+def _priorities(directory: Path, apprentice: Apprentice | None) -> dict | None:
     if apprentice is None or not apprentice.trained:
         return None
-    baseline = Queries(db).queued_parent_scores()
-    links = Queries(db).queued_link_instances()
-    blobs, parents = [blob for _, blob, _ in links], np.array([parent for _, _, parent in links])
-    scores = (apprentice.priority(blobs, parents) if apprentice.ready else apprentice.predict_proba(blobs)) if links else []
-    best: dict[int, float] = {}
-    for (target, _, _), score in zip(links, scores):
-        best[target] = max(best.get(target, 0.0), float(score))
+    reader = InstanceReader(directory)
+    with reader.snapshot():
+        baseline = reader.queries.queued_parent_scores()
+        score = None if apprentice.ready else (lambda windows, _: apprentice.predict_proba(windows))
+        best, _ = rescored(reader, apprentice, score=score)
     bins = np.linspace(0, 1, 11)
     return {"bins": bins.tolist(),
             "best_first": np.histogram([p or 0.0 for p in baseline], bins)[0].tolist(),
-            "apprentice": np.histogram(list(best.values()), bins)[0].tolist()}
+            "apprentice": np.histogram(best, bins)[0].tolist()}
 
 
 def apprentice_report(directory: Path, out: Path | None = None) -> dict:

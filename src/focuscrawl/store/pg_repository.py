@@ -18,11 +18,12 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import psycopg
 
 from focuscrawl.fetch.http import Response
@@ -31,7 +32,8 @@ from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
 from focuscrawl.store.pg_frontier import LIVE_WORKERS, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
-from focuscrawl.store.repository import NewInstances, WarcArchive, lock_directory
+from focuscrawl.store.link_instances import Links, NewInstances
+from focuscrawl.store.repository import WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
 
@@ -345,12 +347,18 @@ class PgApprenticeInstances:
         fetches, links = instances.newest
         self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
 
-    def queued_link_features(self):
-        """(target id, features, source's critic score) of every link to a queued URL, ordered by
-        target, read through a cursor on the server (call inside :meth:`transaction`)."""
+    def queued_link_features(self, chunk: int = 50000) -> Iterator[Links]:
+        """The distinct links to queued URLs, ``chunk`` at a time, read through a cursor on the
+        server (call inside :meth:`transaction`)."""
         cursor = self.db.cursor(name="queued_link_features")  # closed with the transaction
-        return cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
-                              f" lf.target_id = u.id WHERE u.state = {QUEUED} ORDER BY u.id")
+        cursor.execute(f"SELECT u.id, lf.features, lf.parent_score FROM urls u JOIN link_features lf ON"
+                       f" lf.target_id = u.id WHERE u.state = {QUEUED}")
+        while block := cursor.fetchmany(chunk):
+            targets, blobs, parents = zip(*block)
+            lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // 4
+            yield Links(np.array(targets, dtype=np.int64), np.array(parents, dtype=float),
+                        np.frombuffer(b"".join(blobs), dtype=np.uint32), np.r_[0, np.cumsum(lengths)],
+                        np.zeros(len(targets), dtype=np.int64))
 
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
         """Every stored link's features given new ids (a crawl begun with a term table's), once;

@@ -347,11 +347,6 @@ class Queries(PortableQueries):
         return [p for (p,) in self.db.execute(
             "SELECT d.relevance FROM urls u JOIN documents d ON d.url_id = u.parent_id WHERE u.state = ?", (QUEUED,))]
 
-    def queued_link_instances(self) -> list[tuple[int, bytes, float]]:
-        """(target id, apprentice features, source page's score) of every distinct link to a queued URL."""
-        return self.db.execute("SELECT lf.target_id, lf.features, lf.parent_score FROM link_features lf JOIN urls u ON"
-                          " u.id = lf.target_id WHERE u.state = ?", (QUEUED,)).fetchall()
-
     def followed_links(self, source_id: int) -> list[int]:
         """The URL ids a page links to, nofollow links left out."""
         return [target for (target,) in self.db.execute("SELECT target_id FROM links WHERE source_id = ? AND nofollow = 0",

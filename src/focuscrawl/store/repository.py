@@ -13,10 +13,10 @@ import sqlite3
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from isal import isal_zlib
@@ -31,7 +31,8 @@ from focuscrawl.store.layout import CrawlDir, CrawlDirError
 from focuscrawl.store.near_duplicates import RunningRecords
 from focuscrawl.store.queries import Queries, read_only
 from focuscrawl.store.search_index import AnchorFollower, SearchIndex
-from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, features_keys, transaction, upgrade_schema
+from focuscrawl.store.link_instances import Links, LinkInstances, NewInstances
+from focuscrawl.store.schema import IN_FLIGHT, QUEUED, SKIPPED, connect, transaction, upgrade_schema
 from focuscrawl.store.sql import rows_in
 
 
@@ -126,7 +127,7 @@ class Repository(Protocol):
     def new_instances(self) -> NewInstances: ...
     def mark_learnt(self, instances: NewInstances) -> None: ...
     def instance_reader(self): ...  # the apprentice's reads in a thread beside the crawl (InstanceReader's)
-    def queued_link_features(self): ...
+    def queued_link_features(self, chunk: int = 50000) -> Iterator[Links]: ...
     def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None: ...
     def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
@@ -142,95 +143,7 @@ class Repository(Protocol):
     def close(self) -> None: ...
 
 
-class NewInstances(NamedTuple):
-    """Link instances read for a batch of learning, and what marks them learnt."""
-
-    rows: list[tuple[bytes, float, int, float, int]]  # features, the target's critic score, copies, the source's, target id
-    ids: list[int]  # their rows
-    newest: tuple[int, int]  # the watermarks once they are learnt: the newest fetch and link row read
-
-
-class ApprenticeInstances:
-    """The apprentice's instances in an SQLite crawl: the features of every admissible link,
-    learnt once its target is judged (part of :class:`Store`)."""
-
-    db: sqlite3.Connection
-
-    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
-        """(source, target, features, the source's critic score) of links; a link the same as one
-        stored counts as a copy of it (and keeps the better source's score)."""
-        self.db.executemany("INSERT INTO link_features (source_id, target_id, features, parent_score, features_key)"
-                            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET copies = copies + 1,"
-                            " parent_score = MAX(parent_score, excluded.parent_score)",
-                            [(*row, key) for row, key in zip(rows, features_keys([row[2] for row in rows]))])
-
-    def track_instances(self) -> None:
-        pass  # one writer: every unit is whole by the time the next reads
-
-    def new_instances(self) -> NewInstances:
-        """The links whose target has been judged since the last :meth:`mark_learnt`. Two
-        watermarks in ``meta`` say what is new, so no index of unlearnt links has to be kept up
-        to date on every insert: the pages fetched since (their stored links), and the links
-        stored since (to pages judged before them: a redirect re-targets its links)."""
-        after = (int(self.get_meta("apprentice_fetches_learnt", "0")), int(self.get_meta("apprentice_links_learnt", "0")))
-        newest = (self.db.execute("SELECT MAX(id) FROM fetches").fetchone()[0] or 0,
-                  self.db.execute("SELECT MAX(rowid) FROM link_features").fetchone()[0] or 0)
-        rows = self.db.execute(  # new fetches in id order, their documents, their unlearnt links by index; new links
-            "SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM fetches f"
-            " CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
-            " CROSS JOIN link_features lf ON lf.target_id = d.url_id"
-            " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0"
-            " UNION SELECT lf.rowid, lf.features, d.relevance, lf.copies, lf.parent_score, lf.target_id FROM link_features lf"
-            " CROSS JOIN documents d ON d.url_id = lf.target_id"
-            " WHERE lf.rowid > ? AND lf.rowid <= ? AND d.relevance IS NOT NULL AND lf.learnt = 0",
-            (after[0], newest[0], after[1], newest[1])).fetchall()
-        return NewInstances([row[1:] for row in rows], [row[0] for row in rows], newest)
-
-    def mark_learnt(self, instances: NewInstances) -> None:
-        """``instances`` are in the apprentice now (call in the unit that saves it)."""
-        self.db.executemany("UPDATE link_features SET learnt = 1 WHERE rowid = ?", [(i,) for i in instances.ids])
-        fetches, links = instances.newest
-        self.set_meta(apprentice_fetches_learnt=fetches, apprentice_links_learnt=links)
-
-    def urls_of(self, url_ids: list[int]) -> dict[int, str]:
-        """The URL of each id (the truth-labelled apprentice's instance targets)."""
-        return dict(rows_in(self.db, "SELECT id, url FROM urls WHERE id IN ({})", url_ids))
-
-    def queued_link_features(self):
-        """(target id, features, source's critic score) of every link to a queued URL, ordered by target."""
-        return self.db.execute(  # URLs in id order (no sort), only the queued ones' links read (by index)
-            "SELECT u.id, lf.features, lf.parent_score FROM urls u CROSS JOIN link_features lf ON lf.target_id = u.id"
-            f" WHERE +u.state = {QUEUED} ORDER BY u.id"
-        )
-
-    def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
-        """Every stored link's features given new ids (a crawl begun with a term table's), once;
-        two links of a target whose features become the same are one, with both's copies."""
-        after = 0
-        while rows := self.db.execute("SELECT rowid, source_id, target_id, features, learnt, copies, parent_score"
-                                      " FROM link_features WHERE rowid > ? ORDER BY rowid LIMIT 20000",
-                                      (after,)).fetchall():
-            self.db.executemany("DELETE FROM link_features WHERE rowid = ?", [(row[0],) for row in rows])
-            converted = [convert(row[3]) for row in rows]
-            self.db.executemany(
-                "INSERT INTO link_features (rowid, source_id, target_id, features, learnt, copies, parent_score,"
-                " features_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (target_id, features_key) DO UPDATE SET"
-                " copies = copies + excluded.copies, parent_score = MAX(parent_score, excluded.parent_score),"
-                " learnt = MAX(learnt, excluded.learnt)",
-                [(*row[:3], new, *row[4:], key) for row, new, key in zip(rows, converted, features_keys(converted))])
-            after = rows[-1][0]
-
-    def retarget_link_features(self, old_target: int, new_target: int) -> None:
-        """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
-        self.db.execute(
-            "INSERT INTO link_features (source_id, target_id, features, features_key, learnt, copies, parent_score)"
-            " SELECT source_id, ?, features, features_key, learnt, copies, parent_score FROM link_features WHERE target_id = ?"
-            " ON CONFLICT (target_id, features_key) DO UPDATE SET copies = copies + excluded.copies,"
-            " parent_score = MAX(parent_score, excluded.parent_score)", (new_target, old_target))
-        self.db.execute("DELETE FROM link_features WHERE target_id = ?", (old_target,))
-
-
-class Store(ApprenticeInstances):
+class Store(LinkInstances):
     """Everything the crawl writes goes through here, one unit of work (:meth:`transaction`) per
     page; while the crawl runs, several units per SQLite commit (:meth:`grouped`)."""
 
@@ -622,7 +535,7 @@ def export_rows(db: sqlite3.Connection):
         yield dict(zip(EXPORT_FIELDS, row))
 
 
-class InstanceReader(ApprenticeInstances):
+class InstanceReader(LinkInstances):
     """The apprentice's instances and queued links read from a snapshot of the crawl, in a thread
     or a process beside the crawl while it goes on writing (SQLite's WAL lets one writer and
     readers work at once). It holds only the directory until :meth:`snapshot`, so it can be

@@ -13,6 +13,7 @@ from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA
 from focuscrawl.store.search_index import SEARCH_SCHEMA
 
 QUEUED, IN_FLIGHT, DONE, SKIPPED = 0, 1, 2, 3
+LEARNT_THROUGH = "apprentice_learnt_through"  # meta: the newest fetch of the apprentice's last batch learnt
 
 
 SCHEMA = """
@@ -83,14 +84,20 @@ CREATE TABLE IF NOT EXISTS hosts (
     status TEXT NOT NULL,
     crawl_delay REAL
 );
-CREATE TABLE IF NOT EXISTS link_features (  -- the apprentice's <term, offset> ids of every admissible link
-    source_id INTEGER NOT NULL,  -- the first page seen with it
-    target_id INTEGER NOT NULL,
-    features BLOB NOT NULL,  -- uint32 ids
-    features_key INTEGER NOT NULL DEFAULT 0,  -- features_keys: what the index of distinct links holds
-    learnt INTEGER NOT NULL DEFAULT 0,
-    copies INTEGER NOT NULL DEFAULT 1,  -- links to the target with these very features (a menu on many pages)
-    parent_score REAL NOT NULL DEFAULT 0.0  -- the best critic score of a page with them (best-first's priority)
+CREATE TABLE IF NOT EXISTS link_instances (  -- the apprentice's: a page's admissible links in one row (link_instances.py)
+    source_id INTEGER NOT NULL,
+    fetch_id INTEGER NOT NULL,  -- the newest fetch when it was stored (the page's own): its place in the crawl
+    parent_score REAL NOT NULL,  -- the page's critic score then (best-first's priority of its links)
+    targets BLOB NOT NULL,  -- int64 URL ids
+    ends BLOB NOT NULL,  -- int32: link i's <term, offset> ids end at features[ends[i]], start at link i-1's end
+    features BLOB NOT NULL  -- uint32 <term, offset> ids, link after link
+);
+CREATE INDEX IF NOT EXISTS link_instances_fetch ON link_instances (fetch_id);
+CREATE INDEX IF NOT EXISTS link_instances_source ON link_instances (source_id);
+CREATE TABLE IF NOT EXISTS link_redirects (  -- for the apprentice, links to a page that only redirects lead on
+    old_target INTEGER PRIMARY KEY,
+    new_target INTEGER NOT NULL,
+    fetch_id INTEGER NOT NULL  -- the newest fetch when the redirect was found
 );
 CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY, data BLOB NOT NULL);  -- pickled: the critic, the apprentice
 CREATE TABLE IF NOT EXISTS adaptations (  -- BINGO! retrainings, phase switches, link analyses (focus.py)
@@ -151,19 +158,12 @@ def upgrade_schema(db: sqlite3.Connection) -> None:
     db.executescript(SEARCH_SCHEMA)
     db.executescript(NEAR_DUPLICATES_SCHEMA)
     _add_missing_columns(db, "documents", {"topic": "TEXT", "confidence": "REAL", "preview": "TEXT"})
-    added = _add_missing_columns(db, "link_features", {"copies": "INTEGER NOT NULL DEFAULT 1",
-                                                       "parent_score": "REAL NOT NULL DEFAULT 0.0"})
-    if "parent_score" in added:  # the first page seen with the link stands for its best source
-        db.execute("UPDATE link_features SET parent_score = COALESCE("
-                   "(SELECT relevance FROM documents WHERE url_id = source_id), 0.0)")
-        db.commit()
     _add_missing_columns(db, "fetches", {"refused": "INTEGER NOT NULL DEFAULT 0", "warc_end": "INTEGER"})
     _add_missing_columns(db, "urls", {"tunnel": "INTEGER NOT NULL DEFAULT 0", "queue": "TEXT NOT NULL DEFAULT ''"})
     db.execute("DROP INDEX IF EXISTS urls_frontier")  # the index before sub-queues
-    db.execute("DROP INDEX IF EXISTS link_features_unlearnt")  # new instances are found from a watermark
     db.execute("CREATE INDEX IF NOT EXISTS urls_queue ON urls (queue, host, priority DESC, id) WHERE state = 0")
     db.execute("CREATE INDEX IF NOT EXISTS urls_parent ON urls (parent_id) WHERE state = 0")  # a link cluster's queued URLs
-    _index_distinct_links(db)
+    _stage_link_features(db)
 
 
 def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, str]) -> list[str]:
@@ -176,55 +176,31 @@ def _add_missing_columns(db: sqlite3.Connection, table: str, columns: dict[str, 
     return added
 
 
-_SPLITMIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment: a bag's size is not mixed like an id
-
-
-def _mixed(values: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser (Steele, Lea & Flood 2014) on uint64s: every bit of a value moves
-    about half the bits of its result."""
-    values = (values ^ (values >> np.uint64(30))) * _SPLITMIX[0]
-    values = (values ^ (values >> np.uint64(27))) * _SPLITMIX[1]
-    return values ^ (values >> np.uint64(31))
-
-
-def features_keys(blobs: list[bytes]) -> list[int]:
-    """Each link's features (uint32 ids, as stored) as a signed 64-bit key, a page's links at once
-    (a hash per link in Python cost a third of the apprentice's recording; indexing the features
-    themselves, a millisecond a page). The key sums the ids' mixed values, so it is that of the
-    bag of ids: the apprentice reads a link's ids as a bag, and the same ids in another order are
-    the same instance."""
-    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) // 4
-    ids = np.frombuffer(b"".join(blobs), dtype=np.uint32).astype(np.uint64)
-    sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(_mixed(ids + np.uint64(1)), dtype=np.uint64)])
-    ends = np.cumsum(lengths)
-    keys = _mixed((sums[ends] - sums[ends - lengths]) ^ _mixed(lengths.astype(np.uint64) + _GOLDEN))
-    return keys.view(np.int64).tolist()
-
-
-def _index_distinct_links(db: sqlite3.Connection) -> None:
-    """One row per target and features, the others counted as its copies (re-scoring reads each
-    distinct link once), found by ``features_keys``. A crawl made before kept a row per link,
-    indexed the features themselves, or keyed them with another hash: converted here once."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features_by_key'").fetchone():
+def _stage_link_features(db: sqlite3.Connection) -> None:
+    """A crawl made by an earlier version kept a row per distinct link (``link_features``, maybe
+    without copies or scores): each one not learnt yet becomes a row of ``link_instances`` (the
+    link as many times as it was seen), placed just after the last batch learnt, so the next
+    batch takes those whose targets are judged by then and later ones the others; learnt ones go
+    (their targets are judged), and so does the table."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features'").fetchone():
         return
-    _add_missing_columns(db, "link_features", {"features_key": "INTEGER NOT NULL DEFAULT 0"})
+    present = {row[1] for row in db.execute("PRAGMA table_info(link_features)")}
+    copies = "copies" if "copies" in present else "1"
+    score = "parent_score" if "parent_score" in present else \
+        "COALESCE((SELECT relevance FROM documents WHERE url_id = source_id), 0.0)"
+    learnt = "learnt" if "learnt" in present else "0"
+    after = int((db.execute("SELECT value FROM meta WHERE key = 'apprentice_fetches_learnt'").fetchone() or ("0",))[0])
     db.execute("BEGIN")
-    db.execute("DROP INDEX IF EXISTS link_features_target")
-    db.execute("DROP INDEX IF EXISTS link_features_distinct")
-    db.execute("DROP INDEX IF EXISTS link_features_same")
-    after = 0
-    while rows := db.execute("SELECT rowid, features FROM link_features WHERE rowid > ? ORDER BY rowid LIMIT 20000",
-                             (after,)).fetchall():
-        db.executemany("UPDATE link_features SET features_key = ? WHERE rowid = ?",
-                       zip(features_keys([features for _, features in rows]), [row_id for row_id, _ in rows]))
-        after = rows[-1][0]
-    db.execute("CREATE TEMP TABLE merged (kept INTEGER PRIMARY KEY, copies INTEGER, learnt INTEGER, parent_score REAL)")
-    db.execute("INSERT INTO merged SELECT MIN(rowid), SUM(copies), MAX(learnt), MAX(parent_score) FROM link_features"
-               " GROUP BY target_id, features_key")
-    db.execute("DELETE FROM link_features WHERE rowid NOT IN (SELECT kept FROM merged)")
-    db.execute("UPDATE link_features SET (copies, learnt, parent_score) ="
-               " (SELECT copies, learnt, parent_score FROM merged WHERE kept = link_features.rowid)")
-    db.execute("DROP TABLE merged")
-    db.execute("CREATE UNIQUE INDEX link_features_by_key ON link_features (target_id, features_key)")
+    rowid = 0
+    while rows := db.execute(f"SELECT rowid, source_id, target_id, features, {copies}, {score} FROM link_features"
+                             f" WHERE rowid > ? AND NOT {learnt} ORDER BY rowid LIMIT 20000", (rowid,)).fetchall():
+        db.executemany("INSERT INTO link_instances (source_id, fetch_id, parent_score, targets, ends, features)"
+                       " VALUES (?, ?, ?, ?, ?, ?)",
+                       [(source, after + 1, parent, np.full(seen, target, dtype=np.int64).tobytes(),
+                         (np.arange(1, seen + 1, dtype=np.int32) * (len(features) // 4)).tobytes(), features * seen)
+                        for _, source, target, features, seen, parent in rows])
+        rowid = rows[-1][0]
+    db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (LEARNT_THROUGH, str(after)))
+    db.execute("DELETE FROM meta WHERE key IN ('apprentice_fetches_learnt', 'apprentice_links_learnt')")
+    db.execute("DROP TABLE link_features")
     db.execute("COMMIT")
