@@ -47,6 +47,8 @@ def trained_apprentice(directory: Path):
         config = load_config(CrawlDir(directory).config)
         with closing(open_existing(directory)) as db:
             saved = Queries(db).load_model("apprentice")
+        with InstanceReader(directory).snapshot():  # its links as this version keeps them
+            pass
         model = Apprentice.loads(saved) if saved is not None else None
     except (ConfigError, CrawlDirError, ModelError) as error:
         raise SystemExit(f"{directory}: {error}") from None

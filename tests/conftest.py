@@ -146,9 +146,12 @@ def postgres_dsn():
 
 def linking(store, rows: list[tuple[int, int, bytes, float]]) -> None:
     """(source, target, features, source's score) of links, recorded as the crawl records a page's:
-    in the ``links`` table and as the apprentice's instances."""
+    in the ``links`` table and as the apprentice's instances, with the source's latest fetch (0 if none)."""
     store.record_links([(source, target, None, 0, 0, 0) for source, target, _, _ in rows])
-    store.record_link_features(rows)
+    for source, score in {source: score for source, _, _, score in rows}.items():  # a page has one score
+        fetch_id = store.db.execute("SELECT IFNULL(MAX(id), 0) FROM fetches WHERE url_id = ?", (source,)).fetchone()[0]
+        store.record_link_features(source, fetch_id, score, [(target, features) for s, target, features, _ in rows
+                                                             if s == source])
 
 
 def learnt_at_once(store) -> list:

@@ -138,19 +138,20 @@ def test_a_crawl_that_kept_a_row_per_distinct_link_keeps_what_it_has_not_learnt(
     db.executemany("INSERT INTO documents VALUES (?, 0, '', ?)", [(1, 0.8), (2, 0.3), (10, 0.5)])  # page 3: no judgement
     db.execute("CREATE TABLE links (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, anchor_text TEXT,"
                " leaf_start INTEGER, leaf_end INTEGER, nofollow INTEGER NOT NULL DEFAULT 0)")
-    db.executemany("INSERT INTO links (source_id, target_id) VALUES (?, ?)", [(1, 10), (2, 10), (2, 11), (3, 11)])
+    db.executemany("INSERT INTO links (source_id, target_id) VALUES (?, ?)", [(1, 10), (2, 10), (2, 11), (3, 11), (1, 20)])
     if version == "a row per link":
         db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL,"
                    " features BLOB NOT NULL, learnt INTEGER NOT NULL DEFAULT 0)")
         db.executemany("INSERT INTO link_features VALUES (?, ?, ?, ?)", [
-            (1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"xxxx", 0)])
+            (1, 10, b"menu", 1), (2, 10, b"menu", 1), (2, 11, b"menu", 0), (3, 11, b"menu", 0), (3, 11, b"xxxx", 0),
+            (1, 30, b"move", 0)])
     else:
         db.execute("CREATE TABLE link_features (source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, features BLOB"
                    " NOT NULL, features_key INTEGER NOT NULL DEFAULT 0, learnt INTEGER NOT NULL DEFAULT 0, copies INTEGER"
                    " NOT NULL DEFAULT 1, parent_score REAL NOT NULL DEFAULT 0.0)")
         db.executemany("INSERT INTO link_features (source_id, target_id, features, learnt, copies, parent_score)"
                        " VALUES (?, ?, ?, ?, ?, ?)", [(1, 10, b"menu", 1, 2, 0.8), (2, 11, b"menu", 0, 2, 0.3),
-                                                      (3, 11, b"xxxx", 0, 1, 0.0)])
+                                                      (3, 11, b"xxxx", 0, 1, 0.0), (1, 30, b"move", 0, 1, 0.8)])
     db.executemany("INSERT INTO meta VALUES (?, ?)", [("apprentice_fetches_learnt", "0"), ("apprentice_links_learnt", "5")])
     db.commit()
     db.close()
@@ -167,6 +168,12 @@ def test_a_crawl_that_kept_a_row_per_distinct_link_keeps_what_it_has_not_learnt(
     with store.transaction():  # the first page seen with a link stands for its best source
         assert sorted(learnt_at_once(store)) == [(b"menu", 0.9, 2, 0.3, 11), (b"xxxx", 0.9, 1, 0.0, 11)]
         assert learnt_at_once(store) == []
+        # page 1's link to 20 had been moved to 30, where 20 redirects: judged now, long after the conversion
+        fetch_id = store.db.execute("INSERT INTO fetches (url_id, url, fetched_at) VALUES (30, 'http://a.test/30', 0)"
+                                    ).lastrowid
+        store.db.execute("INSERT INTO documents (url_id, fetch_id, content_hash, relevance) VALUES (30, ?, '', 0.4)",
+                         (fetch_id,))
+        assert learnt_at_once(store) == [(b"move", 0.4, 1, 0.8, 30)]
     store.close()
 
 
@@ -352,6 +359,7 @@ def test_a_pages_links_are_one_row_and_a_link_seen_again_is_learnt_with_its_copi
     page(store, "http://a.test/menu", 0.9)
     with store.transaction():  # the best source's score is the baseline's priority
         assert learnt_at_once(store) == [(b"menu", 0.9, 3, 0.7, menu)]
+        assert learnt_at_once(store) == []
 
 
 def test_relevance_totals_sum_and_count_the_judged_pages_only(store):
@@ -442,6 +450,21 @@ def test_a_redirects_links_lead_to_its_target(store):
     page(store, "http://a.test/t", 0.4)
     with store.transaction():
         assert sorted(learnt_at_once(store)) == [(b"aaaa", 0.4, 2, 0.8, target), (b"bbbb", 0.4, 1, 0.8, target)]
+
+
+def test_a_link_whose_redirects_end_at_a_judged_page_is_learnt_when_the_last_one_is_found(store):
+    source = page(store, "http://a.test/", 0.5)
+    first, second = discover(store, ["http://a.test/a", "http://b.test/b"], source)
+    end = page(store, "http://c.test/c", 0.9)
+    with store.transaction():
+        linking(store, [(source, first, b"aaaa", 0.5)])
+        store.retarget_link_features(first, second)  # a.test/a redirects to b.test/b, not fetched yet
+        assert learnt_at_once(store) == []
+    failed(store, "http://x.test/", "timeout")  # another fetch: the redirect found next is after the watermark
+    with store.transaction():
+        store.retarget_link_features(second, end)  # b.test/b redirects to c.test/c, judged before
+        assert learnt_at_once(store) == [(b"aaaa", 0.9, 1, 0.5, end)]
+        assert learnt_at_once(store) == []
 
 
 def test_set_priorities_gives_urls_new_priorities(store):

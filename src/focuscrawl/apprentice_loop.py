@@ -193,10 +193,11 @@ class ApprenticeLoop:
                  else page_link_blobs(self.analyzer, page, wanted, self.settings.d_max, *families))
         return ScoredLinks(known, wanted, blobs)
 
-    def record(self, source_id: int, targets: list[int], links: ScoredLinks, relevance: float | None) -> None:
+    def record(self, source_id: int, fetch_id: int, targets: list[int], links: ScoredLinks,
+               relevance: float | None) -> None:
         """The links' instances, learnt once their targets are judged (inside the page's transaction)."""
-        self.store.record_link_features([(source_id, targets[i], blob, relevance or 0.0)
-                                         for i, blob in zip(links.wanted, links.blobs)])
+        self.store.record_link_features(source_id, fetch_id, relevance or 0.0,
+                                        [(targets[i], blob) for i, blob in zip(links.wanted, links.blobs)])
 
     def retarget(self, source_id: int, target_id: int) -> None:
         """A redirect: the link's instance now points at where it led."""
@@ -309,13 +310,18 @@ class ApprenticeLoop:
 def rescored(source, model: Apprentice, chunk: int = RESCORE_CHUNK,
              score: Callable[[LinkWindows, np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(priorities, url ids) of the queued URLs with link instances, the best of each one's
-    incoming links: read and scored chunk by chunk (the links never all in memory), the best so
-    far kept per URL. ``score``: of links and their sources' scores (``model.priority``)."""
+    incoming links: read and scored chunk by chunk (the links never all in memory), each chunk's
+    best per URL kept. ``score``: of links and their sources' scores (``model.priority``)."""
     score = score or model.priority
-    targets, best = np.zeros(0, dtype=np.int64), np.zeros(0)
+    targets, best = [], []
     for links in source.queued_link_features(chunk):
-        scores = score(LinkWindows(links.features, links.bounds), links.parents)
-        targets, best = best_per_target(np.r_[targets, links.targets], np.r_[best, scores])
+        chunk_targets, chunk_best = best_per_target(links.targets, score(LinkWindows(links.features, links.bounds),
+                                                                         links.parents))
+        targets.append(chunk_targets)
+        best.append(chunk_best)
+    if not targets:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    targets, best = best_per_target(np.concatenate(targets), np.concatenate(best))
     return best, targets
 
 

@@ -136,7 +136,7 @@ class PagePipeline:
                 if near:
                     self.store.near_duplicates.record(item.url_id, judged.signature, original, similar)
                 if follow:
-                    self._queue_links(item, page, relevance, judgement, judged_priorities)
+                    self._queue_links(item, fetch_id, page, relevance, judgement, judged_priorities)
             self.frontier.finish(item, response.error if response.refused else None)
             if relevance is not None:
                 self.frontier.learn_cluster(item, relevance)
@@ -165,7 +165,8 @@ class PagePipeline:
         if self.frontier.done % self.config.harvest_log_every == 0:
             self.store.log_harvest(self.progress.entry(self.frontier))
 
-    def _queue_links(self, item: Item, page: Page, relevance: float | None, judgement: Judgement | None = None,
+    def _queue_links(self, item: Item, fetch_id: int, page: Page, relevance: float | None,
+                     judgement: Judgement | None = None,
                      judged_priorities: np.ndarray | None = None) -> None:
         depth = item.depth + 1
         max_depth = self.config.budget.max_depth
@@ -195,7 +196,7 @@ class PagePipeline:
         if max_queued is not None and self.frontier.size > max_queued + max(100, max_queued // 10):
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if scored is not None:
-            self.apprentice.record(item.url_id, targets, scored, relevance)
+            self.apprentice.record(item.url_id, fetch_id, targets, scored, relevance)
         self.store.record_links([
             (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
             for target, link in zip(targets, page.links)

@@ -88,8 +88,11 @@ def bag_keys(features: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return _mixed((sums[ends] - sums[ends - lengths]) ^ _mixed(lengths.astype(np.uint64) + _GOLDEN)).view(np.int64)
 
 
+STORED = "fetch_id, parent_score, targets, ends, features"  # a stored page's links, as ``_unpacked`` reads them
+
+
 def _unpacked(rows: list[tuple]) -> Links:
-    """Stored rows (moment, parent score, targets, ends, features) as one :class:`Links`."""
+    """Stored rows (``STORED``) as one :class:`Links`."""
     if not rows:
         return Links(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.uint32), np.zeros(1, np.int64),
                      np.zeros(0, np.int64))
@@ -105,30 +108,42 @@ def _unpacked(rows: list[tuple]) -> Links:
 
 class Redirects:
     """Links to a page that only redirects lead, for the apprentice, to where it redirects (in
-    a chain, to its end), from the fetch that found the redirect on."""
+    a chain, to its end), from the latest fetch that found a redirect on the way."""
 
     def __init__(self, db: sqlite3.Connection):
-        self.next = {old: (new, moment) for old, new, moment in db.execute("SELECT * FROM link_redirects")}
+        hops = {old: (new, moment) for old, new, moment in db.execute("SELECT * FROM link_redirects")}
+        self.olds = np.array(sorted(hops), dtype=np.int64)
+        self.ends, self.since = self.olds.copy(), np.zeros(len(self.olds), dtype=np.int64)
+        for i, old in enumerate(self.olds.tolist()):  # once a batch, for every redirect
+            end, seen = old, set()
+            while end in hops and end not in seen:
+                seen.add(end)
+                end, moment = hops[end]
+                self.since[i] = max(self.since[i], moment)
+            self.ends[i] = end
 
     def resolve(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(where each target leads, the latest redirect fetch on its way there, or 0)."""
-        ends, since = targets.copy(), np.zeros(len(targets), dtype=np.int64)
-        if not self.next:
-            return ends, since
-        moved = np.fromiter(self.next, dtype=np.int64, count=len(self.next))
-        for i in np.flatnonzero(np.isin(targets, moved)).tolist():
-            hops, seen = int(targets[i]), set()
-            while hops in self.next and hops not in seen:
-                seen.add(hops)
-                hops, moment = self.next[hops]
-                since[i] = max(since[i], moment)
-            ends[i] = hops
-        return ends, since
+        """(where each target leads, the latest fetch that found a redirect on its way, or 0)."""
+        if not len(self.olds):
+            return targets, np.zeros(len(targets), dtype=np.int64)
+        found, at = members(self.olds, targets)
+        return np.where(found, self.ends[at], targets), np.where(found, self.since[at], 0)
+
+    def found_in(self, after: int, newest: int) -> set[int]:
+        """The targets whose way on changed after the fetch ``after``, up to ``newest``."""
+        return set(self.olds[(self.since > after) & (self.since <= newest)].tolist())
 
     def leading_to(self, targets: set[int]) -> set[int]:
         """The targets whose redirects end at one of ``targets``."""
-        ends, _ = self.resolve(np.fromiter(self.next, dtype=np.int64, count=len(self.next)))
-        return {old for old, end in zip(self.next, ends.tolist()) if end in targets}
+        return set(self.olds[np.isin(self.ends, np.fromiter(targets, dtype=np.int64, count=len(targets)))].tolist())
+
+
+def members(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``values`` are among the sorted ``ids``, and where (any index where not)."""
+    if not len(ids):
+        return np.zeros(len(values), dtype=bool), np.zeros(len(values), dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, values), len(ids) - 1)
+    return ids[at] == values, at
 
 
 class LinkInstances:
@@ -139,41 +154,38 @@ class LinkInstances:
     get_meta: Callable
     set_meta: Callable
 
-    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
-        """(source, target, features, the source's critic score) of a page's links: one row per
-        source, placed at the newest fetch (the page's own, stored in the same unit before)."""
-        pages: dict[tuple[int, float], list] = {}
-        for source, target, features, score in rows:
-            pages.setdefault((source, score), []).append((target, features))
-        self.db.executemany(
-            "INSERT INTO link_instances (source_id, fetch_id, parent_score, targets, ends, features)"
-            " VALUES (?, (SELECT IFNULL(MAX(id), 0) FROM fetches), ?, ?, ?, ?)",
-            [(source, score, np.array([t for t, _ in links], dtype=np.int64).tobytes(),
-              np.cumsum([len(f) // 4 for _, f in links], dtype=np.int64).astype(np.int32).tobytes(),
-              b"".join(f for _, f in links)) for (source, score), links in pages.items()])
+    def record_link_features(self, source_id: int, fetch_id: int, score: float, links: list[tuple[int, bytes]]) -> None:
+        """A page's admissible links (target, features), stored with the page: its fetch places
+        them in the crawl's order; ``score``: its critic score (best-first's priority of them)."""
+        if links:
+            self.db.execute(
+                "INSERT INTO link_instances (source_id, fetch_id, parent_score, targets, ends, features)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (source_id, fetch_id, score, np.array([target for target, _ in links], dtype=np.int64).tobytes(),
+                 np.cumsum([len(features) // 4 for _, features in links], dtype=np.int64).astype(np.int32).tobytes(),
+                 b"".join(features for _, features in links)))
 
     def track_instances(self) -> None:
         pass  # one writer: every unit is whole by the time the next reads
 
     def new_instances(self) -> NewInstances:
         """The instances whose moment (the later of the fetch their page was stored with and the
-        fetch that judged their target) is after the last batch learnt: the links of pages stored
-        since to pages judged by now, and the links of pages stored before to pages judged since
-        (their pages found through the ``links`` table)."""
+        fetch that judged their target, or found a redirect on its way) is after the last batch
+        learnt: the links of pages stored since to pages judged by now, and the links of pages
+        stored before to pages judged since (those pages found through the ``links`` table)."""
         learnt = int(self.get_meta(LEARNT_THROUGH, "0"))
         newest = self.db.execute("SELECT IFNULL(MAX(id), 0) FROM fetches").fetchone()[0]
         redirects = Redirects(self.db)
         judged_since = {target for (target,) in self.db.execute(
             "SELECT d.url_id FROM fetches f CROSS JOIN documents d ON d.url_id = f.url_id AND d.fetch_id = f.id"
             " WHERE f.id > ? AND f.id <= ? AND d.relevance IS NOT NULL", (learnt, newest))}
-        recent = {old for old, (_, moment) in redirects.next.items() if learnt < moment <= newest}
-        reached = judged_since | redirects.leading_to(judged_since) | recent
-        sources = [source for (source,) in rows_in(self.db, "SELECT DISTINCT source_id FROM links WHERE target_id IN ({})",
-                                                   sorted(reached))]
-        rows = self.db.execute("SELECT fetch_id, parent_score, targets, ends, features FROM link_instances"
-                               " WHERE fetch_id > ? AND fetch_id <= ?", (learnt, newest)).fetchall()
-        rows += rows_in(self.db, "SELECT fetch_id, parent_score, targets, ends, features FROM link_instances"
-                                 " WHERE fetch_id <= ? AND source_id IN ({})", sources, (learnt,))
+        reached = judged_since | redirects.leading_to(judged_since) | redirects.found_in(learnt, newest)
+        sources = [source for (source,) in rows_in(
+            self.db, "SELECT DISTINCT source_id FROM links WHERE nofollow = 0 AND target_id IN ({})", sorted(reached))]
+        rows = self.db.execute(f"SELECT {STORED} FROM link_instances WHERE fetch_id > ? AND fetch_id <= ?",
+                               (learnt, newest)).fetchall()
+        rows += rows_in(self.db, f"SELECT {STORED} FROM link_instances WHERE fetch_id <= ? AND source_id IN ({{}})",
+                        sources, (learnt,))
         links = _unpacked(rows)
         ends, redirected = redirects.resolve(links.targets)
         maybe = np.flatnonzero((links.moments > learnt) | (redirected > learnt)
@@ -181,14 +193,12 @@ class LinkInstances:
         links, ends, redirected = links.taking(maybe), ends[maybe], redirected[maybe]
         judged = sorted(rows_in(self.db, "SELECT url_id, fetch_id, relevance FROM documents"
                                          " WHERE relevance IS NOT NULL AND url_id IN ({})", np.unique(ends).tolist()))
-        ids = np.array([row[0] for row in judged], dtype=np.int64)
-        at = np.minimum(np.searchsorted(ids, ends), max(len(ids) - 1, 0))
-        found = ids[at] == ends if len(ids) else np.zeros(len(ends), dtype=bool)
-        judged_at = np.where(found, np.array([row[1] for row in judged], dtype=np.int64)[at] if len(ids) else 0, NOT_JUDGED)
+        found, at = members(np.array([url for url, _, _ in judged], dtype=np.int64), ends)
+        judged_at = np.where(found, np.array([fetch for _, fetch, _ in judged] or [0], dtype=np.int64)[at], NOT_JUDGED)
         moments = np.maximum(np.maximum(links.moments, redirected), judged_at)
         chosen = np.flatnonzero((moments > learnt) & (moments <= newest))
         instances, copies = links.taking(chosen)._replace(targets=ends[chosen]).distinct()
-        relevance = dict((row[0], row[2]) for row in judged)
+        relevance = {url: score for url, _, score in judged}
         return NewInstances([(blob, relevance[target], count, parent, target) for blob, target, count, parent in zip(
             instances.blobs(), instances.targets.tolist(), copies.tolist(), instances.parents.tolist())], [], (newest,))
 
@@ -203,24 +213,18 @@ class LinkInstances:
     def queued_link_features(self, chunk: int = 50000) -> Iterator[Links]:
         """The distinct links to queued URLs (after their redirects), about ``chunk`` at a time; a
         link may come again in another chunk."""
-        queued = np.array([url for (url,) in self.db.execute(f"SELECT id FROM urls WHERE state = {QUEUED} ORDER BY id")],
-                          dtype=np.int64)
+        queued = np.fromiter((url for (url,) in self.db.execute(f"SELECT id FROM urls WHERE state = {QUEUED}")),
+                             dtype=np.int64)
+        queued.sort()
         redirects, rows, read = Redirects(self.db), [], 0
-        for row in self.db.execute("SELECT fetch_id, parent_score, targets, ends, features FROM link_instances"):
+        for row in self.db.execute(f"SELECT {STORED} FROM link_instances"):
             rows.append(row)
             read += len(row[2]) // 8
             if read >= chunk:
-                yield self._queued(_unpacked(rows), queued, redirects)
+                yield _to_queued(_unpacked(rows), queued, redirects)
                 rows, read = [], 0
         if rows:
-            yield self._queued(_unpacked(rows), queued, redirects)
-
-    @staticmethod
-    def _queued(links: Links, queued: np.ndarray, redirects: Redirects) -> Links:
-        ends, _ = redirects.resolve(links.targets)
-        position = np.minimum(np.searchsorted(queued, ends), max(len(queued) - 1, 0))
-        chosen = np.flatnonzero(queued[position] == ends) if len(queued) else np.zeros(0, dtype=np.int64)
-        return links.taking(chosen)._replace(targets=ends[chosen]).distinct()[0]
+            yield _to_queued(_unpacked(rows), queued, redirects)
 
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None:
         """Every stored link's features given new ids (a crawl begun with a term table's), once;
@@ -236,3 +240,10 @@ class LinkInstances:
         """Links to a page that only redirects lead, for the apprentice, to where it redirects."""
         self.db.execute("INSERT OR REPLACE INTO link_redirects (old_target, new_target, fetch_id)"
                         " VALUES (?, ?, (SELECT IFNULL(MAX(id), 0) FROM fetches))", (old_target, new_target))
+
+
+def _to_queued(links: Links, queued: np.ndarray, redirects: Redirects) -> Links:
+    """The distinct ``links`` to URLs among the sorted ``queued`` (after their redirects)."""
+    ends, _ = redirects.resolve(links.targets)
+    chosen = np.flatnonzero(members(queued, ends)[0])
+    return links.taking(chosen)._replace(targets=ends[chosen]).distinct()[0]

@@ -297,13 +297,13 @@ class PgApprenticeInstances:
     db: psycopg.Connection
     _instances_key: int | None = None  # the advisory lock that keeps them whole, once tracked
 
-    def record_link_features(self, rows: list[tuple[int, int, bytes, float]]) -> None:
-        """(source, target, features, the source's critic score) of links; a link the same as one
-        stored counts as a copy of it (and keeps the better source's score)."""
+    def record_link_features(self, source_id: int, fetch_id: int, score: float, links: list[tuple[int, bytes]]) -> None:
+        """A page's admissible links (target, features), a row per distinct link of the crawl: a
+        link the same as one stored counts as a copy of it (and keeps the better source's score).
+        The fetch places nothing here: rows are learnt by their ids (:meth:`new_instances`)."""
         distinct: dict[tuple[int, bytes], list] = {}
-        for source, target, features, score in rows:  # one statement may not update a row twice
-            row = distinct.setdefault((target, features), [source, target, features, score, 0])
-            row[3], row[4] = max(row[3], score), row[4] + 1
+        for target, features in links:  # one statement may not update a row twice
+            distinct.setdefault((target, features), [source_id, target, features, score, 0])[4] += 1
         if distinct:
             columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order
             self.db.execute("INSERT INTO link_features (source_id, target_id, features, parent_score, copies) SELECT *"

@@ -180,8 +180,9 @@ def _stage_link_features(db: sqlite3.Connection) -> None:
     """A crawl made by an earlier version kept a row per distinct link (``link_features``, maybe
     without copies or scores): each one not learnt yet becomes a row of ``link_instances`` (the
     link as many times as it was seen), placed just after the last batch learnt, so the next
-    batch takes those whose targets are judged by then and later ones the others; learnt ones go
-    (their targets are judged), and so does the table."""
+    batch takes those whose targets are judged by then and later ones the others (a link that a
+    redirect had moved to its target gets that edge in ``links``); learnt ones go (their targets
+    are judged), and so does the table."""
     if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'link_features'").fetchone():
         return
     present = {row[1] for row in db.execute("PRAGMA table_info(link_features)")}
@@ -200,6 +201,9 @@ def _stage_link_features(db: sqlite3.Connection) -> None:
                          (np.arange(1, seen + 1, dtype=np.int32) * (len(features) // 4)).tobytes(), features * seen)
                         for _, source, target, features, seen, parent in rows])
         rowid = rows[-1][0]
+    db.execute(  # a link a redirect had moved is found from its target, as the crawl's redirects are
+        f"INSERT INTO links (source_id, target_id) SELECT DISTINCT source_id, target_id FROM link_features lf WHERE NOT"
+        f" {learnt} AND NOT EXISTS (SELECT 1 FROM links l WHERE l.source_id = lf.source_id AND l.target_id = lf.target_id)")
     db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (LEARNT_THROUGH, str(after)))
     db.execute("DELETE FROM meta WHERE key IN ('apprentice_fetches_learnt', 'apprentice_links_learnt')")
     db.execute("DROP TABLE link_features")
