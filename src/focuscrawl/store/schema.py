@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS hosts (
 );
 CREATE TABLE IF NOT EXISTS link_instances (  -- the apprentice's: a page's admissible links in one row (link_instances.py)
     source_id INTEGER NOT NULL,
-    fetch_id INTEGER NOT NULL,  -- the newest fetch when it was stored (the page's own): its place in the crawl
+    fetch_id INTEGER NOT NULL,  -- the page's fetch: its place in the crawl's order
     parent_score REAL NOT NULL,  -- the page's critic score then (best-first's priority of its links)
     targets BLOB NOT NULL,  -- int64 URL ids
     ends BLOB NOT NULL,  -- int32: link i's <term, offset> ids end at features[ends[i]], start at link i-1's end
