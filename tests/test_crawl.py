@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pickle
 import shutil
 import socket
 import sqlite3
@@ -19,8 +18,9 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl import judging, text
+from focuscrawl.apprentice import Apprentice
 from focuscrawl.crawler import Crawler
-from focuscrawl.judging import JUDGES_PREFIX, Judge, JudgePool
+from focuscrawl.judging import JUDGES_PREFIX, HandedJudges, Judge, JudgePool
 from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDirError
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
@@ -323,7 +323,7 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
 
     try:
         first, second, workers_before, workers_after = asyncio.run(judge_twice())
-        folder = pool._judges
+        folder = pool._handed.folder
     finally:
         pool.close()
     assert first.judgement.relevance > 0.5 > second.judgement.relevance
@@ -332,25 +332,64 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
 
 
 def test_a_judging_worker_judges_again_and_analyses_from_the_terms_of_the_pages_it_judged_last(
-        make_config, tmp_path, monkeypatch):
+        make_config, monkeypatch):
     """A judging worker judges a stored page again (or analyses it for a step) from the terms it
     worked out when it judged the page: no second analysis, the same terms and judgements; the
     first pages judged are forgotten past its share. (The worker's functions, called here.)"""
     site = build_site(pages=40, hosts=1, seed=3)
     positives, negatives = site.examples("networking", 8)
     critic = Critic("svm-linear").fit(positives, negatives)
-    (tmp_path / "2.pickle").write_bytes(pickle.dumps(Judge(make_config(seeds=["http://x/"]), critic, apprentice=False)))
+    handed = HandedJudges()
+    handed.hand_over(Judge(make_config(seeds=["http://x/"]), critic, apprentice=False))
+    folder = str(handed.folder)
     monkeypatch.setattr(judging, "_worker_recent", RecentFrequencies(pages=2))
-    monkeypatch.setattr(judging, "_worker_version", 1)  # the judge handed over as version 2 is read first
-    stored = [judging._judge_in_worker(2, str(tmp_path), site.render(i).encode(), f"http://x/{i}.html", "utf-8", "",
+    monkeypatch.setattr(judging, "_worker_parts", {})
+    monkeypatch.setattr(judging, "_worker_version", 0)  # the judge handed over as version 1 is read first
+    stored = [judging._judge_in_worker(1, folder, site.render(i).encode(), f"http://x/{i}.html", "utf-8", "",
                                        frozenset(), False).page.text for i in range(3)]
+    handed.remove()  # read once: the worker judges with what it read
     analysed, word_counts = [], text.word_counts
     monkeypatch.setattr(text, "word_counts", lambda words: analysed.append(words) or word_counts(words))
-    again = judging._judge_again_in_worker(2, str(tmp_path), list(enumerate(stored)))
+    again = judging._judge_again_in_worker(1, folder, list(enumerate(stored)))
     frequencies = judging._frequencies_in_worker("en", True, stored)
     assert analysed == [stored[0], stored[0]]  # the oldest was forgotten; the others are remembered
     np.testing.assert_allclose([relevance for relevance, *_ in again], critic.predict_proba(stored))
     assert frequencies == [Analyzer("en", stem=True).term_frequencies(words) for words in stored]
+
+
+def test_a_new_apprentice_model_reaches_the_workers_without_the_critic_handed_over_again(make_config, monkeypatch):
+    """Each batch of learning gives the judges a new apprentice model: only it is written and
+    read again, not the critic (megabytes pickled); a version's files go once no page sent with
+    it is still being judged. (The pool's hand-over and a worker's reading of it, called here.)"""
+    site = build_site(pages=40, hosts=1, seed=3)
+    critic = Critic("svm-linear").fit(*site.examples("networking", 8))
+    config = make_config(seeds=["http://x/"])
+    monkeypatch.setattr(judging, "_worker_parts", {})
+    monkeypatch.setattr(judging, "_worker_version", 0)
+
+    def judge_with(model: Apprentice) -> Judge:
+        judge = Judge(config, critic, apprentice=True)
+        judge.link_model = model  # (a model not yet trained would not be handed over by the pipeline)
+        return judge
+
+    handed = HandedJudges()
+    try:
+        handed.hand_over(judge_with(Apprentice(5)))
+        files = lambda: sorted(path.name for path in handed.folder.iterdir())  # noqa: E731
+        assert files() == ["1.pickle", "critic-1.pickle", "link_model-1.pickle"]
+        with handed.sending() as (version, folder):  # a page sent with the first version, being judged
+            handed.hand_over(judge_with(Apprentice(5)))
+            assert files() == ["1.pickle", "2.pickle", "critic-1.pickle", "link_model-1.pickle", "link_model-2.pickle"]
+            first = judging._current_judge(version, folder)
+        assert files() == ["2.pickle", "critic-1.pickle", "link_model-2.pickle"]
+        with handed.sending() as (version, folder):
+            second = judging._current_judge(version, folder)
+    finally:
+        handed.remove()
+    assert version == 2 and second is not first
+    assert second.critic is first.critic  # read once
+    assert second.link_model is not first.link_model and isinstance(second.link_model, Apprentice)
+    np.testing.assert_allclose(second.critic.predict_proba(["a socket"]), critic.predict_proba(["a socket"]))
 
 
 def test_the_judges_a_killed_crawl_left_behind_are_removed_by_the_next_and_a_running_crawls_are_kept(make_config):
@@ -363,8 +402,7 @@ def test_the_judges_a_killed_crawl_left_behind_are_removed_by_the_next_and_a_run
     pool = JudgePool(2)
     try:
         pool.use(Judge(config, None, apprentice=False))
-        pool.use(Judge(config, None, apprentice=False))  # the second is handed over in a folder
-        assert pool._judges.exists() and not left.exists() and running.exists()
+        assert pool._handed.folder.exists() and not left.exists() and running.exists()
     finally:
         pool.close()
         shutil.rmtree(running)

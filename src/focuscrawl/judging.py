@@ -7,6 +7,7 @@ until the main process commits it, so the resume guarantee is unchanged."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import logging
 import multiprocessing
@@ -16,8 +17,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,11 +151,13 @@ class Judge:
 _worker_judge: Judge | None = None
 _worker_version = 0
 _worker_recent = RecentFrequencies()  # kept across the worker's judges
+_worker_parts: dict[str, object] = {}  # the current judge's large parts, by the name of the file each came from
 
 
-def _start_worker(judge: bytes, version: int, parent: int, recent_pages: int) -> None:
+def _start_worker(parent: int, recent_pages: int) -> None:
+    """(The judge is read with the first page: its version's files are kept while a page sent
+    with it waits, not for a worker that starts later.)"""
     _worker_recent.pages = recent_pages
-    _use_in_worker(pickle.loads(judge), version)
     threading.Thread(target=exit_with, args=(parent,), daemon=True).start()
 
 
@@ -174,7 +179,15 @@ def _current_judge(version: int, judges: str) -> Judge:
     """The pool's current judge: a worker that has an older one reads the new one first, from
     the file the pool wrote for that version in the folder ``judges``."""
     if version != _worker_version:
-        _use_in_worker(pickle.loads((Path(judges) / f"{version}.pickle").read_bytes()), version)
+        folder = Path(judges)
+        judge, names = pickle.loads((folder / f"{version}.pickle").read_bytes())
+        parts = {name: _worker_parts[name] if name in _worker_parts else pickle.loads((folder / name).read_bytes())
+                 for name in names.values() if name is not None}
+        for part, name in names.items():
+            setattr(judge, part, None if name is None else parts[name])
+        _worker_parts.clear()
+        _worker_parts.update(parts)
+        _use_in_worker(judge, version)
     return _worker_judge
 
 
@@ -240,9 +253,10 @@ def _loop_running() -> bool:
 
 class JudgePool:
     """``Judge`` in ``processes - 1`` worker processes beside the crawl's own (which fetches and
-    stores); 1: everything in the crawl's process. A new critic (a retraining) goes to the
-    running workers through a file each reads once: starting new workers would stall the crawl
-    for the seconds a spawned worker's imports take (:func:`worker_context`). A critic that
+    stores); 1: everything in the crawl's process. A new critic (a retraining) or apprentice
+    model goes to the running workers through files each reads once (:class:`HandedJudges`):
+    starting new workers would stall the crawl for the seconds a spawned worker's imports take
+    (:func:`worker_context`). A critic that
     cannot be pickled (evaluation's oracles judge by a closure over the truth) is judged in this
     process."""
 
@@ -251,16 +265,16 @@ class JudgePool:
         self.apart = self.workers > 0  # pages are judged in worker processes (not when the critic cannot go there)
         self._pool: ProcessPoolExecutor | None = None
         self._judge: Judge | None = None
-        self._version = 0
-        self._judges: Path | None = None  # a folder of the judges handed over, one file per version
+        self._handed: HandedJudges | None = None
 
     def use(self, judge: Judge) -> None:
         """Judge with ``judge`` from now on (pages already sent finish with the judge they had)."""
         self._judge = judge
         if self.workers < 1:
             return
+        self._handed = self._handed or HandedJudges()
         try:
-            state = pickle.dumps(judge)
+            self._handed.hand_over(judge)
         except (pickle.PicklingError, AttributeError, TypeError):
             log.info("judging in the crawl's own process: the critic cannot be sent to worker processes")
             self.apart = False
@@ -268,23 +282,15 @@ class JudgePool:
             return
         self.apart = True
         if self._pool is None:
-            self._version += 1
             context = worker_context()
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
-                                             initializer=_start_worker,
-                                             initargs=(state, self._version, os.getpid(), RECENT_PAGES // self.workers))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_worker,
+                                             initargs=(os.getpid(), RECENT_PAGES // self.workers))
             if context.get_start_method() == "fork":  # now, while this process has one thread
                 gc.freeze()  # what they inherit, they never collect: no finalizer of ours runs in them, no page is copied
                 try:
                     self._pool.submit(os.getpid)
                 finally:
                     gc.unfreeze()
-            return
-        self._judges = self._judges or _judges_folder()
-        written = self._judges / f"{self._version + 1}.pickle.tmp"
-        written.write_bytes(state)
-        written.rename(written.with_suffix(""))  # whole before any worker reads it
-        self._version += 1
 
     async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str,
                     template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
@@ -292,9 +298,9 @@ class JudgePool:
         if self._pool is None:
             return self._judge(body, url, charset, robots_header, template, learning)
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._pool, _judge_in_worker, self._version, str(self._judges), body, url, charset, robots_header,
-                template, learning)
+            with self._handed.sending() as (version, folder):
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._pool, _judge_in_worker, version, folder, body, url, charset, robots_header, template, learning)
         except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
             log.warning("a judging worker died; starting new ones")
             self._stop(wait=False)
@@ -309,8 +315,9 @@ class JudgePool:
         if self._pool is None:
             return None
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._pool, _judge_again_in_worker, self._version, str(self._judges), rows)
+            with self._handed.sending() as (version, folder):
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._pool, _judge_again_in_worker, version, folder, rows)
         except BrokenProcessPool:  # the next page starts new workers
             log.warning("stored pages are judged again in the crawl's process: a judging worker died")
             return None
@@ -336,12 +343,81 @@ class JudgePool:
     def close(self) -> None:
         """At the end of a run: the workers exit and are reaped (their CPU time counts)."""
         self._stop(wait=True)
-        if self._judges is not None:
-            shutil.rmtree(self._judges, ignore_errors=True)
-            self._judges = None
+        if self._handed is not None:
+            self._handed.remove()
+            self._handed = None
 
     def _stop(self, wait: bool) -> None:
         """Without ``wait``, pages already sent finish in the old workers."""
         if self._pool is not None:
             self._pool.shutdown(wait=wait, cancel_futures=wait)
             self._pool = None
+
+
+class HandedJudges:
+    """The judges a pool hands over to its workers, in a folder of files: per version, the
+    judge without its large parts (``PARTS``), which have files of their own, written again only
+    when they change (the apprentice's model every batch of learning, the critic, 12 MB pickled
+    on a test-web topic, only when it is retrained). A version's files are removed once a newer
+    one exists and no page sent with it is still being judged."""
+
+    PARTS = ("critic", "link_model")
+
+    def __init__(self):
+        self.folder = _judges_folder()
+        self.version = 0
+        self._parts: dict[str, tuple[object, str]] = {}  # part -> (the object handed over last, its file)
+        self._names: dict[int, dict[str, str | None]] = {}  # version -> its parts' files
+        self._sending: Counter[int] = Counter()  # version -> pages sent with it and not yet judged
+        self._files: set[str] = set()  # the parts' files in the folder
+
+    def hand_over(self, judge: Judge) -> None:
+        version = self.version + 1
+        names: dict[str, str | None] = {}
+        for part in self.PARTS:
+            value = getattr(judge, part)
+            held = self._parts.get(part)
+            if value is None or (held is not None and held[0] is value):
+                names[part] = None if value is None else held[1]
+                continue
+            names[part] = f"{part}-{version}.pickle"
+            self._write(names[part], pickle.dumps(value))
+            self._files.add(names[part])
+            self._parts[part] = (value, names[part])
+        shell = copy.copy(judge)
+        for part in self.PARTS:
+            setattr(shell, part, None)
+        self._write(f"{version}.pickle", pickle.dumps((shell, names)))
+        self.version, self._names[version] = version, names
+        self._remove_unused()
+
+    @contextmanager
+    def sending(self):
+        """While a task sent with the current version runs: (version, folder) for the worker."""
+        version = self.version
+        self._sending[version] += 1
+        try:
+            yield version, str(self.folder)
+        finally:
+            self._sending[version] -= 1
+            if not self._sending[version]:
+                del self._sending[version]
+                if version < self.version:
+                    self._remove_unused()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _write(self, name: str, data: bytes) -> None:
+        written = self.folder / f"{name}.tmp"
+        written.write_bytes(data)
+        written.rename(self.folder / name)  # whole before any worker reads it
+
+    def _remove_unused(self) -> None:
+        for version in [v for v in self._names if v < self.version and v not in self._sending]:
+            (self.folder / f"{version}.pickle").unlink(missing_ok=True)
+            del self._names[version]
+        used = {name for names in self._names.values() for name in names.values()}
+        for name in self._files - used:
+            (self.folder / name).unlink(missing_ok=True)
+        self._files &= used
