@@ -388,6 +388,7 @@ def test_a_new_apprentice_model_reaches_the_workers_without_the_critic_handed_ov
         handed.remove()
     assert version == 2 and second is not first
     assert second.critic is first.critic  # read once
+    assert not hasattr(second.critic, "examples_")  # without its training texts: judging needs none
     assert second.link_model is not first.link_model and isinstance(second.link_model, Apprentice)
     np.testing.assert_allclose(second.critic.predict_proba(["a socket"]), critic.predict_proba(["a socket"]))
 
