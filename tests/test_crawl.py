@@ -367,7 +367,7 @@ def test_a_new_apprentice_model_reaches_the_workers_without_the_critic_handed_ov
     monkeypatch.setattr(judging, "_worker_parts", {})
     monkeypatch.setattr(judging, "_worker_version", 0)
 
-    def judge_with(model: Apprentice) -> Judge:
+    def judge_with(model: Apprentice | None) -> Judge:
         judge = Judge(config, critic, apprentice=True)
         judge.link_model = model  # (a model not yet trained would not be handed over by the pipeline)
         return judge
@@ -377,19 +377,25 @@ def test_a_new_apprentice_model_reaches_the_workers_without_the_critic_handed_ov
         handed.hand_over(judge_with(Apprentice(5)))
         files = lambda: sorted(path.name for path in handed.folder.iterdir())  # noqa: E731
         assert files() == ["1.pickle", "critic-1.pickle", "link_model-1.pickle"]
+        model = Apprentice(5)
         with handed.sending() as (version, folder):  # a page sent with the first version, being judged
-            handed.hand_over(judge_with(Apprentice(5)))
+            handed.hand_over(judge_with(model))
             assert files() == ["1.pickle", "2.pickle", "critic-1.pickle", "link_model-1.pickle", "link_model-2.pickle"]
             first = judging._current_judge(version, folder)
         assert files() == ["2.pickle", "critic-1.pickle", "link_model-2.pickle"]
         with handed.sending() as (version, folder):
             second = judging._current_judge(version, folder)
+        handed.hand_over(judge_with(None))  # (judged in the crawl's process for a while)
+        handed.hand_over(judge_with(model))  # the same model again: its file was removed, so it is written again
+        assert files() == ["4.pickle", "critic-1.pickle", "link_model-4.pickle"]
+        third = judging._current_judge(4, folder)
     finally:
         handed.remove()
     assert version == 2 and second is not first
     assert second.critic is first.critic  # read once
     assert not hasattr(second.critic, "examples_")  # without its training texts: judging needs none
     assert second.link_model is not first.link_model and isinstance(second.link_model, Apprentice)
+    assert third.critic is first.critic and isinstance(third.link_model, Apprentice)
     np.testing.assert_allclose(second.critic.predict_proba(["a socket"]), critic.predict_proba(["a socket"]))
 
 

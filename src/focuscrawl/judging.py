@@ -375,6 +375,7 @@ class HandedJudges:
     def hand_over(self, judge: Judge) -> None:
         version = self.version + 1
         names: dict[str, str | None] = {}
+        written: dict[str, tuple[object, str]] = {}
         for part in self.PARTS:
             value = getattr(judge, part)
             held = self._parts.get(part)
@@ -383,18 +384,21 @@ class HandedJudges:
                 continue
             names[part] = f"{part}-{version}.pickle"
             self._write(names[part], pickle.dumps(value.judging_copy() if isinstance(value, Critic) else value))
-            self._files.add(names[part])
-            self._parts[part] = (value, names[part])
+            written[part] = (value, names[part])
         shell = copy.copy(judge)
         for part in self.PARTS:
             setattr(shell, part, None)
         self._write(f"{version}.pickle", pickle.dumps((shell, names)))
+        self._parts.update(written)  # (only once the version is whole: a judge that cannot be pickled changes nothing)
+        self._files.update(name for _, name in written.values())
         self.version, self._names[version] = version, names
         self._remove_unused()
 
     @contextmanager
     def sending(self):
-        """While a task sent with the current version runs: (version, folder) for the worker."""
+        """While a task sent with the current version runs: (version, folder) for the worker. (A
+        task whose caller was cancelled may still find its files gone: it fails before the worker
+        changes anything, and nobody waits for its answer.)"""
         version = self.version
         self._sending[version] += 1
         try:
@@ -422,3 +426,4 @@ class HandedJudges:
         for name in self._files - used:
             (self.folder / name).unlink(missing_ok=True)
         self._files &= used
+        self._parts = {part: held for part, held in self._parts.items() if held[1] in used}  # (X, None, X: written again)

@@ -380,7 +380,7 @@ class Critic:
         """This critic without its training texts (most of its size: 8 of 9.7 MB pickled on a
         test-web topic with reliable negatives), for the judging workers: judging needs none of
         them; the copy cannot be retrained."""
-        copy = Critic.__new__(Critic)
+        copy = type(self).__new__(type(self))
         copy.__dict__ = {key: value for key, value in self.__dict__.items()
                          if key not in ("examples_", "user_examples_", "parts_")}
         return copy
