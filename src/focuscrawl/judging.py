@@ -177,7 +177,8 @@ def exit_with(parent: int) -> None:
 
 def _current_judge(version: int, judges: str) -> Judge:
     """The pool's current judge: a worker that has an older one reads the new one first, from
-    the file the pool wrote for that version in the folder ``judges``."""
+    the files the pool wrote for that version in the folder ``judges`` (of its large parts, only
+    those it does not hold already)."""
     if version != _worker_version:
         folder = Path(judges)
         judge, names = pickle.loads((folder / f"{version}.pickle").read_bytes())
@@ -256,9 +257,8 @@ class JudgePool:
     stores); 1: everything in the crawl's process. A new critic (a retraining) or apprentice
     model goes to the running workers through files each reads once (:class:`HandedJudges`):
     starting new workers would stall the crawl for the seconds a spawned worker's imports take
-    (:func:`worker_context`). A critic that
-    cannot be pickled (evaluation's oracles judge by a closure over the truth) is judged in this
-    process."""
+    (:func:`worker_context`). A critic that cannot be pickled (evaluation's oracles judge by a
+    closure over the truth) is judged in this process."""
 
     def __init__(self, processes: int):
         self.workers = processes - 1
