@@ -370,7 +370,6 @@ class HandedJudges:
         self._parts: dict[str, tuple[object, str]] = {}  # part -> (the object handed over last, its file)
         self._names: dict[int, dict[str, str | None]] = {}  # version -> its parts' files
         self._sending: Counter[int] = Counter()  # version -> pages sent with it and not yet judged
-        self._files: set[str] = set()  # the parts' files in the folder
 
     def hand_over(self, judge: Judge) -> None:
         version = self.version + 1
@@ -390,7 +389,6 @@ class HandedJudges:
             setattr(shell, part, None)
         self._write(f"{version}.pickle", pickle.dumps((shell, names)))
         self._parts.update(written)  # (only once the version is whole: a judge that cannot be pickled changes nothing)
-        self._files.update(name for _, name in written.values())
         self.version, self._names[version] = version, names
         self._remove_unused()
 
@@ -419,11 +417,11 @@ class HandedJudges:
         written.rename(self.folder / name)  # whole before any worker reads it
 
     def _remove_unused(self) -> None:
-        for version in [v for v in self._names if v < self.version and v not in self._sending]:
-            (self.folder / f"{version}.pickle").unlink(missing_ok=True)
-            del self._names[version]
+        gone = {version: self._names.pop(version)
+                for version in [v for v in self._names if v < self.version and v not in self._sending]}
         used = {name for names in self._names.values() for name in names.values()}
-        for name in self._files - used:
-            (self.folder / name).unlink(missing_ok=True)
-        self._files &= used
+        for version, names in gone.items():
+            (self.folder / f"{version}.pickle").unlink(missing_ok=True)
+            for name in set(names.values()) - used - {None}:
+                (self.folder / name).unlink(missing_ok=True)
         self._parts = {part: held for part, held in self._parts.items() if held[1] in used}  # (X, None, X: written again)
