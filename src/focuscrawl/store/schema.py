@@ -13,6 +13,7 @@ from focuscrawl.store.near_duplicates import NEAR_DUPLICATES_SCHEMA
 from focuscrawl.store.search_index import SEARCH_SCHEMA
 
 QUEUED, IN_FLIGHT, DONE, SKIPPED = 0, 1, 2, 3
+WAL_CHECKPOINT_PAGES = 10_000  # SQLite's default: 1 000 (of 4 KiB)
 LEARNT_THROUGH = "apprentice_learnt_through"  # meta: the newest fetch of the apprentice's last batch learnt
 
 
@@ -149,6 +150,10 @@ def connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives kill -9
     db.execute("PRAGMA foreign_keys=OFF")
     db.execute("PRAGMA cache_size=-65536")  # 64 MiB of page cache; the frontier itself stays on disk
+    # a checkpoint copies each page changed since the last one once, however often it changed: the
+    # index pages of `links` and the search index change with every page, so checkpoints every
+    # 40 MB of WAL instead of SQLite's 4 MB cost the crawl's process 3-9 % less CPU (bench, three pairs)
+    db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
     return db
 
 
