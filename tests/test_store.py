@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from focuscrawl.config import validate_config
@@ -249,6 +251,36 @@ def test_the_seen_set_in_memory_follows_every_write_to_a_urls_state_or_priority(
         (again,) = frontier.add([("http://a.test/gone", "a.test", 0.5, None)], 0, None)
     assert other == gone and again != gone and seen_set_is_true(frontier)
     assert seen_set_is_true(SqliteFrontier(store.db, Hosts(CONFIG)))  # read from disk
+
+
+LINKS = st.lists(st.tuples(st.sampled_from([f"http://{host}.test/{i}" for host in "ab" for i in range(2)]),
+                           st.sampled_from([0.1, 0.3, 0.5, 0.9]),
+                           st.sampled_from([None, None, "nofollow", "beyond max depth", "scheme 'ftp' is not crawled"])),
+                 max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=LINKS, page_links=LINKS)
+def test_a_pages_links_queue_their_urls_as_the_links_one_by_one_would(tmp_path_factory, before, page_links):
+    """The frontier takes each URL of a page once (``once_per_url``): the urls table, the seen
+    set and the ids given back are those of adding the links one at a time, whatever the
+    frontier held before, with a host marked bad among them."""
+    def urls_after(links_at_once: bool) -> tuple[list, list, int]:
+        store = Store(tmp_path_factory.mktemp("crawl"), warc=False)
+        hosts = Hosts(CONFIG)
+        hosts["b.test"].status = BAD
+        frontier = SqliteFrontier(store.db, hosts)
+        with store.transaction():
+            frontier.add([(url, host_of(url), priority, reason) for url, priority, reason in before], 1, None)
+            found = [(url, host_of(url), priority, reason) for url, priority, reason in page_links]
+            ids = (frontier.add(found, 2, 7) if links_at_once else
+                   [url_id for link in found for url_id in frontier.add([link], 2, 7)])
+        rows = store.db.execute("SELECT id, url, depth, parent_id, priority, state, skip_reason FROM urls ORDER BY url").fetchall()
+        assert seen_set_is_true(frontier)
+        store.close()
+        return rows, ids, frontier.size
+
+    assert urls_after(links_at_once=True) == urls_after(links_at_once=False)
 
 
 def test_a_second_store_on_the_same_directory_is_refused_until_the_first_closes(tmp_path):

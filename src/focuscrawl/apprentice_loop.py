@@ -176,7 +176,7 @@ class ApprenticeLoop:
         their priorities in ``found`` (url, host, priority, skip reason) become its own: those
         the judges made with this very model (``judged_priorities``, one per link of the page),
         or made here."""
-        known = self.frontier.known([url for url, _, _, _ in found])
+        known = self.frontier.known(list(dict.fromkeys(url for url, _, _, _ in found)))  # each URL once
         wanted = [i for i, (url, _, _, reason) in enumerate(found)
                   if reason is None and (url not in known or known[url].state != DONE)]
         families, features = self._families(page, judgement), None

@@ -5,6 +5,7 @@ and politeness there, next to the queue it orders."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -67,6 +68,32 @@ class Discovered(NamedTuple):
     host: str
     priority: float
     skip_reason: str | None  # why it is only remembered, not queued (None: queue it)
+
+
+def once_per_url(found: list[Discovered]) -> list[Discovered]:
+    """A page's links with each URL once, as queueing them one by one would leave the frontier
+    (a documentation page links to a third as many URLs as it has links: its menu, its table of
+    contents and its text name the same pages). A URL some link admits is admitted with the best
+    of those links' priorities; one none admits keeps its first link. Only a first link skipped
+    for a reason no later link lifts (not REVIVABLE) keeps its place before the admitting one."""
+    first: dict[str, Discovered] = {}
+    best: dict[str, float] = {}
+    for link in found:
+        url, _, priority, reason = link
+        if url not in first:
+            first[url] = link
+        if reason is None and priority > best.get(url, -math.inf):
+            best[url] = priority
+    once = []
+    for url, link in first.items():
+        _, host, _, reason = link
+        if url not in best:
+            once.append(link)
+            continue
+        if reason is not None and reason not in REVIVABLE:
+            once.append(link)
+        once.append(Discovered(url, host, best[url], None))
+    return once
 
 
 @dataclass(slots=True)

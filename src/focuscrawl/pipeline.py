@@ -174,17 +174,21 @@ class PagePipeline:
         topic = judgement.topic if judgement else None
         plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.queries, item))
         strategy, parent_priority = self.focus.strategy, own_priority(item.priority)  # the same for every link
-        found = []
+        found, of_url = [], {}  # (host, rule, the reason after it, priority): once per URL, most are linked again
         for link in page.links:
-            host = host_of(link.url)
-            reason = self.rules.rejection(link.url)
+            url = link.url
+            checked = of_url.get(url)
+            if checked is None:
+                host = host_of(url)
+                priority = strategy(relevance, depth, url, parent_priority) if plan.priority is None else plan.priority
+                checked = of_url[url] = (host, self.rules.rejection(url),
+                                         plan.skip_reason or self.focus.scope_rejection(host, depth), priority)
+            host, reason, later, priority = checked
             if reason is None and (page.nofollow or link.nofollow):
                 reason = "nofollow"
             elif reason is None and too_deep:
                 reason = "beyond max depth"
-            reason = reason or plan.skip_reason or self.focus.scope_rejection(host, depth)
-            priority = strategy(relevance, depth, link.url, parent_priority) if plan.priority is None else plan.priority
-            found.append(Discovered(link.url, host, priority, reason))
+            found.append(Discovered(url, host, priority, reason or later))
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = with_link_context(self.critic, page, found, self.config.focus.link_context)
         scored = (self.apprentice.score_links(page, judgement, relevance, found, judged_priorities)

@@ -11,7 +11,8 @@ import sqlite3
 import time
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
+from focuscrawl.frontier import (HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen,
+                                 once_per_url)
 from focuscrawl.store.clusters import LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.seen_set import SeenSet
@@ -66,12 +67,15 @@ class SqliteFrontier:
         (link graph, seen set) unless a later link admits it. One lookup for the whole batch
         (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel`` and ``queue``: the
         links' tunnelling distance and sub-queue (the same for all links of a page)."""
+        hosts = {host for _, host, _, reason in found if reason is None}
+        bad = {host for host in hosts if self.hosts[host].status == BAD}
+        if bad:
+            found = [Discovered(url, host, priority, "host marked bad") if reason is None and host in bad
+                     else Discovered(url, host, priority, reason) for url, host, priority, reason in found]
+        each_url = once_per_url(found)
         if known is None:
-            known = self.known([url for url, _, _, _ in found])
-        ids = []
-        for url, host, priority, skip_reason in found:
-            if skip_reason is None and self.hosts[host].status == BAD:
-                skip_reason = "host marked bad"
+            known = self.known([url for url, _, _, _ in each_url])
+        for url, host, priority, skip_reason in each_url:
             seen = known.get(url)
             if seen is None:
                 state = QUEUED if skip_reason is None else SKIPPED
@@ -87,8 +91,7 @@ class SqliteFrontier:
                     self.heaps.raise_best(queue, self.hosts[host], priority, url_id)
             elif skip_reason is None:
                 self._readmit(seen, host, depth, parent_id, priority, tunnel, queue)
-            ids.append(known[url].url_id)
-        return ids
+        return [known[url].url_id for url, _, _, _ in found]
 
     @property
     def seen(self) -> SeenSet:
