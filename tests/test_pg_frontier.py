@@ -82,6 +82,22 @@ def test_two_workers_hand_out_every_url_once(postgres_dsn, crawl):
     assert a.done == 120 and a.size == 0
 
 
+def test_a_url_a_page_links_twice_takes_the_better_link_and_an_admitting_link_lifts_a_nofollow(postgres_dsn, crawl):
+    """As the SQLite frontier does (and as adding the links one by one would): one statement per
+    page, yet a URL seen before is raised to its best link's priority, and a new URL whose first
+    link is nofollow is queued by a later link of the same page."""
+    a = worker(postgres_dsn, crawl, "a")
+    (seen,) = a.add([Discovered("http://h.test/seen", "h.test", 0.2, None)], 1, None)
+    ids = a.add([Discovered("http://h.test/seen", "h.test", 0.5, None), Discovered("http://h.test/seen", "h.test", 0.9, None),
+                 Discovered("http://h.test/seen", "h.test", 0.4, None), Discovered("http://h.test/new", "h.test", 0.3, "nofollow"),
+                 Discovered("http://h.test/new", "h.test", 0.7, None), Discovered("http://h.test/new", "h.test", 0.6, None)],
+                2, None)
+    assert ids[:3] == [seen] * 3 and len(set(ids[3:])) == 1
+    rows = {url: (round(priority, 6), state, reason) for url, priority, state, reason in
+            a.db.execute("SELECT url, priority, state, skip_reason FROM urls")}
+    assert rows == {"http://h.test/seen": (0.9, 0, None), "http://h.test/new": (0.7, 0, None)}
+
+
 def test_a_leased_host_is_asked_by_its_lessee_only_and_the_best_host_goes_first(postgres_dsn, crawl):
     a, b = worker(postgres_dsn, crawl, "a", batch=50), worker(postgres_dsn, crawl, "b", batch=50)
     a.add([Discovered(f"http://best.test/{i}", "best.test", 0.9, None) for i in range(5)]

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import psycopg
 
 from focuscrawl.fetch.hosts import BAD, Hosts
-from focuscrawl.frontier import CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen
+from focuscrawl.frontier import (CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item,
+                                 Seen, once_per_url)
 from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
@@ -442,16 +443,20 @@ class PgFrontier(HostLeases):
     def add(self, found: list[Discovered], depth: int, parent_id: int | None,
             known: dict[str, Seen] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
         """Queue discovered URLs (one statement for the new ones, one for those found again with
-        a better priority or an admissible link), raise their hosts' best; returns their ids."""
-        found = [(url_hash(url), url, host, float(priority),
-                  "host marked bad" if skip is None and self.hosts[host].status == BAD else skip)
+        a better priority or an admissible link), raise their hosts' best; returns their ids.
+        Each URL goes once (``once_per_url``): an update joined to two rows of one URL would take
+        either one's priority."""
+        found = [Discovered(url, host, float(priority),
+                            "host marked bad" if skip is None and self.hosts[host].status == BAD else skip)
                  for url, host, priority, skip in found]
+        hashes = {url: url_hash(url) for url, *_ in found}
+        rows = [(hashes[url], url, host, priority, skip) for url, host, priority, skip in once_per_url(found)]
         # in hash order: two workers queueing the same URLs lock them in one order (a page's unit
         # that deadlocks all the same is run again whole: PgRepository.run_unit)
-        ids = self._add(sorted(found, key=lambda row: row[0]), depth, parent_id, tunnel, queue)
-        self.size += sum(skip is None for *_, skip in found)  # an estimate until the next count
-        self._links_added += len(found)
-        return [ids[hashed] for hashed, *_ in found]
+        ids = self._add(sorted(rows, key=lambda row: row[0]), depth, parent_id, tunnel, queue)
+        self.size += sum(skip is None for *_, skip in rows)  # an estimate until the next count
+        self._links_added += len(rows)
+        return [ids[hashes[url]] for url, *_ in found]
 
     def _add(self, found: list[tuple], depth: int, parent_id: int | None, tunnel: int, queue: str) -> dict[int, int]:
         """One statement (one round trip, atomic): insert the new URLs (hash, URL, host, priority,
