@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from focuscrawl.fetch.hosts import BAD, Hosts
+
 # a skipped URL may still be queued when a later link admits it
 TUNNEL_END = "beyond the tunnelling distance"
 OUT_OF_PHASE = "outside the learning phase"  # queued again when the harvesting phase starts
@@ -70,29 +72,31 @@ class Discovered(NamedTuple):
     skip_reason: str | None  # why it is only remembered, not queued (None: queue it)
 
 
-def once_per_url(found: list[Discovered]) -> list[Discovered]:
+def once_per_url(found: list[Discovered], hosts: Hosts) -> list[Discovered]:
     """A page's links with each URL once, as queueing them one by one would leave the frontier
-    (a documentation page links to a third as many URLs as it has links: its menu, its table of
+    (a documentation page links to a quarter as many URLs as it has links: its menu, its table of
     contents and its text name the same pages). A URL some link admits is admitted with the best
     of those links' priorities; one none admits keeps its first link. Only a first link skipped
-    for a reason no later link lifts (not REVIVABLE) keeps its place before the admitting one."""
+    for a reason no later link lifts (not REVIVABLE) keeps its place before the admitting one.
+    No link admits a URL of a host marked bad."""
+    bad = {host for host in {host for _, host, _, reason in found if reason is None} if hosts[host].status == BAD}
     first: dict[str, Discovered] = {}
     best: dict[str, float] = {}
-    for link in found:
-        url, _, priority, reason = link
+    for url, host, priority, reason in found:
+        if reason is None and host in bad:
+            reason = "host marked bad"
         if url not in first:
-            first[url] = link
+            first[url] = Discovered(url, host, priority, reason)
         if reason is None and priority > best.get(url, -math.inf):
             best[url] = priority
     once = []
     for url, link in first.items():
-        _, host, _, reason = link
         if url not in best:
             once.append(link)
             continue
-        if reason is not None and reason not in REVIVABLE:
+        if link.skip_reason is not None and link.skip_reason not in REVIVABLE:
             once.append(link)
-        once.append(Discovered(url, host, best[url], None))
+        once.append(Discovered(url, link.host, best[url], None))
     return once
 
 

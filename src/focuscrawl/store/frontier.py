@@ -67,12 +67,7 @@ class SqliteFrontier:
         (link graph, seen set) unless a later link admits it. One lookup for the whole batch
         (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel`` and ``queue``: the
         links' tunnelling distance and sub-queue (the same for all links of a page)."""
-        hosts = {host for _, host, _, reason in found if reason is None}
-        bad = {host for host in hosts if self.hosts[host].status == BAD}
-        if bad:
-            found = [Discovered(url, host, priority, "host marked bad") if reason is None and host in bad
-                     else Discovered(url, host, priority, reason) for url, host, priority, reason in found]
-        each_url = once_per_url(found)
+        each_url = once_per_url(found, self.hosts)
         if known is None:
             known = self.known([url for url, _, _, _ in each_url])
         for url, host, priority, skip_reason in each_url:

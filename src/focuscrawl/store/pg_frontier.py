@@ -446,11 +446,9 @@ class PgFrontier(HostLeases):
         a better priority or an admissible link), raise their hosts' best; returns their ids.
         Each URL goes once (``once_per_url``): an update joined to two rows of one URL would take
         either one's priority."""
-        found = [Discovered(url, host, float(priority),
-                            "host marked bad" if skip is None and self.hosts[host].status == BAD else skip)
-                 for url, host, priority, skip in found]
         hashes = {url: url_hash(url) for url, *_ in found}
-        rows = [(hashes[url], url, host, priority, skip) for url, host, priority, skip in once_per_url(found)]
+        rows = [(hashes[url], url, host, float(priority), skip)
+                for url, host, priority, skip in once_per_url(found, self.hosts)]
         # in hash order: two workers queueing the same URLs lock them in one order (a page's unit
         # that deadlocks all the same is run again whole: PgRepository.run_unit)
         ids = self._add(sorted(rows, key=lambda row: row[0]), depth, parent_id, tunnel, queue)
