@@ -168,6 +168,16 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert 0 < results["crawlers"]["bfs"]["topics"][topic]["critic_labels_right"] <= 1  # the table's last column
     assert "| critic's labels right |" in report
 
+    def weight(repeat: int) -> tuple[float, float]:  # read from the crawl's database as it is
+        with closing(sqlite3.connect(tmp_path / "crawls" / "bfs" / f"{topic}-{repeat}" / "crawl.db")) as db:
+            pages, size = db.execute("SELECT COUNT(*), SUM(f.bytes) FROM documents d JOIN fetches f ON f.id = d.fetch_id").fetchone()
+            return size / 1000 / pages, db.execute("SELECT COUNT(*) FROM links").fetchone()[0] / pages
+
+    figures = results["crawlers"]["bfs"]["topics"][topic]
+    assert (figures["kilobytes_per_page"], figures["links_per_page"]) == pytest.approx(
+        tuple(sum(w) / 2 for w in zip(weight(0), weight(1))))
+    assert figures["links_per_page"] > 1 and f"{figures['kilobytes_per_page']:.0f} kB" in report  # beside pages/s
+
 
 def test_eval_runs_every_crawler_in_each_order_and_the_strict_order_reaches_the_oracles_harvest(small_web, tmp_path):
     results = run_eval(small_web, small_web / "topics.yml", ["oracle-link"], None, tmp_path, only_topics=["networking"],

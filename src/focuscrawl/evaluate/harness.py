@@ -34,6 +34,7 @@ from focuscrawl.topics import read_file_text
 
 
 TOP_PAGES = 100  # the precision of a crawl's best pages by its critic (BINGO! Table 2.3)
+WEIGHT_KEYS = ("kilobytes_per_page", "links_per_page")  # what a crawl's pages weighed (``page_weight``)
 # Chakrabarti's loss-rate comparison: against best-first with the same critic (``CrawlerSpec.same_critic``),
 # with oracle-link (the true relevance of every link's target) as the most a link learner could cut
 LOSS_REFERENCE = "oracle-link"
@@ -233,7 +234,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
 
             for name, crawl_concurrency, order in crawler_names:
                 spec = spec_of(name)
-                runs, precisions = [], []
+                runs, precisions, weights = [], [], []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
                     data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, crawl_concurrency,
@@ -246,12 +247,14 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
                     precisions.append(top_precision(directory, ground.is_relevant))
+                    weights.append(page_weight(directory))
                     if progress:
                         progress(name, topic_name, repeat, pages)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
                 result = _topic_result(runs, len(ground.members - ground.seeds), topic_budget)
                 known = [p for p in precisions if p is not None]
                 result[f"top{TOP_PAGES}_precision"] = sum(known) / len(known) if known else None
+                result.update({key: sum(w[key] for w in weights) / len(weights) for key in weights[0]})
                 results["crawlers"][name]["topics"][topic_name] = result
     finally:
         if server:
@@ -350,6 +353,14 @@ def _finished_with(directory: Path, config, baseline: Path | None = None) -> boo
     return meta.get("state") == "finished" and comparable(stored) == comparable(config)
 
 
+def page_weight(directory: Path) -> dict:
+    """What a crawl's stored pages weighed on average, kilobytes and links: its pages/s depend on
+    them (a crawler that keeps to a topic's long index pages fetches fewer of them a second)."""
+    with closing(read_only(directory)) as db:
+        pages, size, links = Queries(db).page_weight()
+    return {"kilobytes_per_page": size / 1000 / max(pages, 1), "links_per_page": links / max(pages, 1)}
+
+
 def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float | None:
     """BINGO! Table 2.3's idea: of the ``count`` fetched pages the crawl's final critic is surest
     of (its saved model re-scores every page; without one, the scores stored), the share that is
@@ -407,6 +418,9 @@ def _aggregate(results: dict) -> None:
                     "pages_per_second", f"top{TOP_PAGES}_precision"):
             mean, stderr = metrics.mean_stderr([entry["topics"][t][key] for t in topic_names if t in entry["topics"]])
             entry[key], entry[f"{key}_stderr"] = mean, stderr
+        for key in WEIGHT_KEYS:  # (results written before page weights lack them)
+            values = [entry["topics"][t].get(key) for t in topic_names if t in entry["topics"]]
+            entry[key] = sum(values) / len(values) if values and None not in values else None
     names = list(crawlers)
     results["t_tests"] = {
         f"{a} > {b}": {key: metrics.paired_greater([crawlers[a]["topics"][t][key] for t in topic_names],

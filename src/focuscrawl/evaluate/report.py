@@ -178,16 +178,20 @@ def write_report(results: dict, out: Path) -> Path:
              "the ground truth; estimated harvest is the crawler's own critic; judged harvest is the majority",
              "vote of NB, SVM and NN evaluation classifiers trained on twice the examples (Pant §6).", "",
              "Top-100 precision: the share truly relevant of the 100 pages the crawl's final critic is surest of.", "",
+             "Pages/s depend on the pages a crawler picks: the last column is what its pages weighed on average,",
+             "and two crawlers' pages/s compare only as far as their pages do.", "",
              "| crawler | harvest rate | loss rate | target recall | estimated harvest | judged harvest"
-             " | top-100 precision | pages/s |",
-             "|---|---|---|---|---|---|---|---|"]
+             " | top-100 precision | pages/s | a page |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, entry in crawlers.items():
         known = lambda k: entry.get(k) is not None and entry[k] == entry[k]  # noqa: E731 - absent or NaN: no value
         cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if known(k) else "—"
                  for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
                            "top100_precision")]
+        weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} links"
+                  if entry.get("kilobytes_per_page") is not None else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
-                     + f" | {entry['pages_per_second']:.0f} |")
+                     + f" | {entry['pages_per_second']:.0f} | {weight} |")
     lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
               "Recall ceiling: the share of the targets that links lead to from the crawl's seeds, capped by the",
               "budget; no crawler can do better.", "",

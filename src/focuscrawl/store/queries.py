@@ -288,6 +288,12 @@ class Queries(PortableQueries):
         return self.db.execute("SELECT f.final_url, d.relevance, f.fetched_at, d.text FROM fetches f"
                           " JOIN documents d ON d.fetch_id = f.id ORDER BY f.id").fetchall()
 
+    def page_weight(self) -> tuple[int, float, int]:
+        """(stored pages, their bodies' bytes, their links): what a crawl's pages weighed."""
+        pages, size = self.db.execute("SELECT COUNT(*), TOTAL(f.bytes) FROM documents d JOIN fetches f"
+                                      " ON f.id = d.fetch_id").fetchone()
+        return pages, size, self.db.execute("SELECT COUNT(*) FROM links").fetchone()[0]
+
     def judged_originals(self) -> list[tuple[str, str | None, float]]:
         """(final URL, text, relevance) of every judged page that is not a duplicate."""
         return self.db.execute("SELECT f.final_url, d.text, d.relevance FROM documents d JOIN fetches f ON f.id = d.fetch_id"
