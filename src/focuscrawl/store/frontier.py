@@ -64,9 +64,10 @@ class SqliteFrontier:
             known: dict[str, Seen] | None = None, tunnel: int = 0, queue: str = "") -> list[int]:
         """Queue discovered URLs given as (url, host, priority, skip_reason); returns their ids.
         A URL already seen keeps its best priority; one with a skip reason is only remembered
-        (link graph, seen set) unless a later link admits it. One lookup for the whole batch
-        (or none: ``known`` from :meth:`known` on the same URLs). ``tunnel`` and ``queue``: the
-        links' tunnelling distance and sub-queue (the same for all links of a page)."""
+        (link graph, seen set) unless a later link admits it. Each URL is looked up and written
+        once (``once_per_url``), in one lookup for the whole batch (or none: ``known`` from
+        :meth:`known` on the same URLs). ``tunnel`` and ``queue``: the links' tunnelling distance
+        and sub-queue (the same for all links of a page)."""
         each_url = once_per_url(found, self.hosts)
         if known is None:
             known = self.known([url for url, _, _, _ in each_url])
