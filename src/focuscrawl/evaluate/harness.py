@@ -234,7 +234,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
 
             for name, crawl_concurrency, order in crawler_names:
                 spec = spec_of(name)
-                runs, precisions, weights = [], [], []
+                runs, figures = [], []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
                     data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, crawl_concurrency,
@@ -246,15 +246,13 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                                 database, workers)
                     pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
-                    precisions.append(top_precision(directory, ground.is_relevant))
-                    weights.append(page_weight(directory))
+                    figures.append({f"top{TOP_PAGES}_precision": top_precision(directory, ground.is_relevant),
+                                    **page_weight(directory)})
                     if progress:
                         progress(name, topic_name, repeat, pages)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
                 result = _topic_result(runs, len(ground.members - ground.seeds), topic_budget)
-                known = [p for p in precisions if p is not None]
-                result[f"top{TOP_PAGES}_precision"] = sum(known) / len(known) if known else None
-                result.update({key: sum(w[key] for w in weights) / len(weights) for key in weights[0]})
+                result.update(_mean_figures(figures))
                 results["crawlers"][name]["topics"][topic_name] = result
     finally:
         if server:
@@ -359,6 +357,12 @@ def page_weight(directory: Path) -> dict:
     with closing(read_only(directory)) as db:
         pages, size, links = Queries(db).page_weight()
     return {"kilobytes_per_page": size / 1000 / max(pages, 1), "links_per_page": links / max(pages, 1)}
+
+
+def _mean_figures(figures: list[dict]) -> dict:
+    """Each figure's mean over a topic's repeats, of those that have it (None: none has)."""
+    known = {key: [figure[key] for figure in figures if figure[key] is not None] for key in figures[0]}
+    return {key: sum(values) / len(values) if values else None for key, values in known.items()}
 
 
 def top_precision(directory: Path, is_relevant, count: int = TOP_PAGES) -> float | None:
