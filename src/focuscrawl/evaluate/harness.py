@@ -419,12 +419,9 @@ def _aggregate(results: dict) -> None:
     topic_names = list(results["topics"])
     for entry in crawlers.values():
         for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest", "pages",
-                    "pages_per_second", f"top{TOP_PAGES}_precision"):
-            mean, stderr = metrics.mean_stderr([entry["topics"][t][key] for t in topic_names if t in entry["topics"]])
+                    "pages_per_second", f"top{TOP_PAGES}_precision", *WEIGHT_KEYS):  # (a figure a topic lacks: none)
+            mean, stderr = metrics.mean_stderr([entry["topics"][t].get(key) for t in topic_names if t in entry["topics"]])
             entry[key], entry[f"{key}_stderr"] = mean, stderr
-        for key in WEIGHT_KEYS:  # (results written before page weights lack them)
-            values = [entry["topics"][t].get(key) for t in topic_names if t in entry["topics"]]
-            entry[key] = sum(values) / len(values) if values and None not in values else None
     names = list(crawlers)
     results["t_tests"] = {
         f"{a} > {b}": {key: metrics.paired_greater([crawlers[a]["topics"][t][key] for t in topic_names],

@@ -189,7 +189,7 @@ def write_report(results: dict, out: Path) -> Path:
                  for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
                            "top100_precision")]
         weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} links"
-                  if entry.get("kilobytes_per_page") is not None else "—")
+                  if known("kilobytes_per_page") else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f} | {weight} |")
     lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
