@@ -123,6 +123,19 @@ def test_a_nofollow_target_is_still_crawled_when_a_followable_link_finds_it(serv
     assert server.paths().count("/t") == 1
 
 
+def test_a_pages_links_to_one_url_differ_only_by_their_own_nofollow(serve, make_config, tmp_path):
+    """Each URL of a page is looked at once; a link's own rel="nofollow" still holds for that link."""
+    pages = {"/": "<a rel='nofollow' href='/t'>t</a><a href='/t#x'>t again</a><a rel='nofollow' href='/n'>n</a>"
+                  "<a rel='nofollow' href='/n'>n again</a><a href='/t'>t</a>",
+             "/t": "target", "/n": "never"}
+    server = serve(pages)
+    db = crawl(make_config(seeds=[server.url("/")]), tmp_path / "c")
+    assert server.paths().count("/t") == 1 and "/n" not in server.paths()
+    assert db.execute("SELECT state, skip_reason FROM urls WHERE url = ?", (server.url("/n"),)).fetchone()[1] == "nofollow"
+    assert sorted(db.execute("SELECT anchor_text, nofollow FROM links l JOIN urls u ON u.id = l.target_id"
+                             " WHERE u.url = ?", (server.url("/t"),))) == [("t", 0), ("t", 1), ("t again", 0)]
+
+
 def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, tmp_path):
     pages = {
         "/": "<html><body><div><p>unclosed <b>bold <a href='/bin'>bin</a> <a href=/latin>latin</a><table><td>cell",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import gc
 import json
 import logging
 import os
@@ -28,7 +27,8 @@ from typing import TypeVar
 import numpy as np
 
 from focuscrawl.frontier import HEAD
-from focuscrawl.judging import TEXTS_PER_TASK, JudgePool, Rejudged, exit_with, judgements, worker_context
+from focuscrawl.judging import (TEXTS_PER_TASK, JudgePool, Rejudged, exit_with, heap_frozen, judgements,
+                                worker_context)
 from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
@@ -187,13 +187,10 @@ class ProcessBeside:
 
     def __init__(self, context):
         self._pipe, theirs = context.Pipe()
-        gc.freeze()  # what it inherits, it never collects: no page of the crawl's is copied
-        try:
+        with heap_frozen():  # what it inherits, it never collects: no page of the crawl's is copied
             self._process = context.Process(target=_serve_steps, args=(theirs, self._pipe, os.getpid()), daemon=True,
                                             name="focuscrawl-steps")
             self._process.start()
-        finally:
-            gc.unfreeze()
         theirs.close()
         self._lock = asyncio.Lock()
         self._owed = False  # an answer not read yet

@@ -28,6 +28,7 @@ from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered, Frontier, Item
 from focuscrawl.learn import CRITIC_MODEL, Critic, ModelError, load_model, model_from_bytes
+from focuscrawl.judging import heap_frozen
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
 from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
@@ -280,7 +281,7 @@ class Crawler:
                     self.set_critic(TaxonomyModel.load(self.config.topic.taxonomy))
                 if self.adaptation is not None:
                     self.adaptation.resume()
-                with self.store.grouped(self.config.store.commit_pages, self.config.store.commit_seconds):
+                with self.store.grouped(self.config.store.commit_pages, self.config.store.commit_seconds), heap_frozen():
                     self._workers = [asyncio.create_task(self._worker()) for _ in range(self.config.fetch.concurrency)]
                     for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
                         if isinstance(outcome, Exception):

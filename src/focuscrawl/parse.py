@@ -20,7 +20,8 @@ import codecs
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import NamedTuple
 from urllib.parse import urljoin
 
 import charset_normalizer
@@ -129,8 +130,10 @@ class DecodeError(ValueError):
     exhaust the parser (see ``MAX_NESTING``)."""
 
 
-@dataclass(slots=True)
-class Link:
+class Link(NamedTuple):
+    """A tuple, so that a page's links cross between processes as columns and come back in C
+    (``Page.__setstate__``): an index page has thousands."""
+
     url: str
     anchor_text: str
     leaf_start: int
@@ -159,18 +162,21 @@ class Page:
         """Links travel as columns: a page judged in a worker comes back with hundreds of links
         (thousands on an index page), and unpickling each as an object cost the crawl's own
         process more than storing them."""
-        links = tuple(zip(*((link.url, link.anchor_text, link.leaf_start, link.leaf_end, link.nofollow)
-                            for link in self.links)))
-        return tuple(getattr(self, name) for name in _PAGE_FIELDS), links
+        return tuple(getattr(self, name) for name in _PAGE_FIELDS), self.link_columns()
+
+    def link_columns(self) -> tuple[tuple, ...]:
+        """The links as columns (URLs, anchor texts, leaf starts, leaf ends, nofollows), in C."""
+        return tuple(zip(*self.links)) or ((),) * len(Link._fields)
 
     def __setstate__(self, state: tuple) -> None:
         values, links = state
         for name, value in zip(_PAGE_FIELDS, values):
             setattr(self, name, value)
-        self.links = list(map(Link, *links)) if links else []
+        self.links = list(map(_as_link, zip(*links)))
 
 
 _PAGE_FIELDS = tuple(name for name in Page.__slots__ if name != "links")
+_as_link = partial(tuple.__new__, Link)  # a row of a page's link columns as a Link, in C
 
 
 def decode_html(body: bytes, header_charset: str | None = None) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from focuscrawl.config import CrawlConfig
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, host_of
-from focuscrawl.focus import Adaptation, Focus, page_class, path_class, with_link_context
+from focuscrawl.focus import Adaptation, Focus, LinkPlan, page_class, path_class, with_link_context
 from focuscrawl.frontier import Discovered, Frontier, Item, own_priority
 from focuscrawl.judging import Judge, Judged, JudgePool
 from focuscrawl.learn import Critic, Judgement
@@ -169,26 +170,9 @@ class PagePipeline:
                      judgement: Judgement | None = None,
                      judged_priorities: np.ndarray | None = None) -> None:
         depth = item.depth + 1
-        max_depth = self.config.budget.max_depth
-        too_deep = max_depth is not None and depth > max_depth
         topic = judgement.topic if judgement else None
         plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.queries, item))
-        strategy, parent_priority = self.focus.strategy, own_priority(item.priority)  # the same for every link
-        found, of_url = [], {}  # (host, rule, the reason after it, priority): once per URL, most are linked again
-        for link in page.links:
-            url = link.url
-            checked = of_url.get(url)
-            if checked is None:
-                host = host_of(url)
-                priority = strategy(relevance, depth, url, parent_priority) if plan.priority is None else plan.priority
-                checked = of_url[url] = (host, self.rules.rejection(url),
-                                         plan.skip_reason or self.focus.scope_rejection(host, depth), priority)
-            host, reason, later, priority = checked
-            if reason is None and (page.nofollow or link.nofollow):
-                reason = "nofollow"
-            elif reason is None and too_deep:
-                reason = "beyond max depth"
-            found.append(Discovered(url, host, priority, reason or later))
+        found = self._discovered(page, depth, relevance, own_priority(item.priority), plan)
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = with_link_context(self.critic, page, found, self.config.focus.link_context)
         scored = (self.apprentice.score_links(page, judgement, relevance, found, judged_priorities)
@@ -201,10 +185,35 @@ class PagePipeline:
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if scored is not None:
             self.apprentice.record(item.url_id, fetch_id, targets, scored, relevance)
-        self.store.record_links([
-            (item.url_id, target, link.anchor_text, link.leaf_start, link.leaf_end, int(page.nofollow or link.nofollow))
-            for target, link in zip(targets, page.links)
-        ])
+        if page.links:  # the rows put together in C (an index page has thousands of links)
+            _, anchors, starts, ends, nofollow = page.link_columns()
+            self.store.record_links(list(zip(repeat(item.url_id), targets, anchors, starts, ends,
+                                             repeat(1) if page.nofollow else map(int, nofollow))))
+
+    def _discovered(self, page: Page, depth: int, relevance: float | None, parent_priority: float,
+                    plan: LinkPlan) -> list[Discovered]:
+        """Each link of the page as the frontier takes it (url, host, priority, skip reason). A page
+        links most URLs several times (menus, an index's entries): each URL is looked at once, and
+        only a link's own rel="nofollow" makes one link differ from another to the same URL."""
+        max_depth = self.config.budget.max_depth
+        page_reason = ("nofollow" if page.nofollow
+                       else "beyond max depth" if max_depth is not None and depth > max_depth else None)
+        strategy = self.focus.strategy
+        urls, _, _, _, nofollow = page.link_columns()
+        of_url, rule_of = {}, {}
+        for url in dict.fromkeys(urls):
+            host = host_of(url)
+            priority = strategy(relevance, depth, url, parent_priority) if plan.priority is None else plan.priority
+            rule = rule_of[url] = self.rules.rejection(url)
+            later = plan.skip_reason or self.focus.scope_rejection(host, depth)
+            of_url[url] = Discovered(url, host, priority, rule or page_reason or later)
+        found = list(map(of_url.__getitem__, urls))
+        if not page.nofollow:
+            for i in compress(range(len(urls)), nofollow):
+                url, host, priority, _ = found[i]
+                if rule_of[url] is None:
+                    found[i] = Discovered(url, host, priority, "nofollow")
+        return found
 
     def _queue_redirect(self, item: Item, target: str) -> None:
         """A redirect to another host (or a <meta> refresh) is a link of the same depth and

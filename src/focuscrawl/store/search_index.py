@@ -25,6 +25,8 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
+from itertools import compress
+from operator import and_, ne
 
 from focuscrawl.store.near_duplicates import NearDuplicateRecords
 from focuscrawl.store.sql import rows_in
@@ -433,9 +435,12 @@ class AnchorFollower:
         self.pairs: set[tuple[int, str]] = set()
 
     def found(self, rows: list[tuple]) -> None:
-        """Links being stored: (source, target, anchor text, …) rows."""
-        if self.active:
-            self.pairs.update([(target, anchor) for source, target, anchor, *_ in rows if anchor and source != target])
+        """Links being stored: (source, target, anchor text, …) rows; a link with an anchor text to
+        another page is kept as its (target, anchor text) pair (picked in C: an index page has thousands)."""
+        if self.active and rows:
+            sources, targets, anchors, *_ = zip(*rows)
+            wanted = map(and_, map(bool, anchors), map(ne, sources, targets))
+            self.pairs.update(compress(zip(targets, anchors), wanted))
 
     def follow(self, seconds: float) -> int:
         """Take in the pairs kept, then read older links for about ``seconds``; in a
