@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import socket
@@ -134,6 +135,28 @@ def test_a_pages_links_to_one_url_differ_only_by_their_own_nofollow(serve, make_
     assert db.execute("SELECT state, skip_reason FROM urls WHERE url = ?", (server.url("/n"),)).fetchone()[1] == "nofollow"
     assert sorted(db.execute("SELECT anchor_text, nofollow FROM links l JOIN urls u ON u.id = l.target_id"
                              " WHERE u.url = ?", (server.url("/t"),))) == [("t", 0), ("t", 1), ("t again", 0)]
+
+
+def test_a_running_crawl_keeps_its_start_ups_objects_out_of_garbage_collection_and_thaws_them_after(
+        serve, make_config, tmp_path):
+    """While pages are fetched, what the crawl made before (libraries, models, frontier) is frozen
+    (``judging.heap_frozen``); a fork inside a frozen heap leaves it frozen; after the crawl, nothing is."""
+    frozen_while_serving = []
+
+    async def page(request):
+        frozen_while_serving.append(gc.get_freeze_count())
+        return web.Response(text="<p>words</p><a href='/next'>next</a>", content_type="text/html")
+
+    server = serve(page)
+    crawl(make_config(seeds=[server.url("/")], budget={"max_pages": 3}), tmp_path / "c")
+    assert len(frozen_while_serving) >= 3 and all(count > 1000 for count in frozen_while_serving[1:])
+    assert gc.get_freeze_count() == 0
+    with judging.heap_frozen():
+        outer = gc.get_freeze_count()
+        with judging.heap_frozen():
+            pass
+        assert gc.get_freeze_count() >= outer > 0
+    assert gc.get_freeze_count() == 0
 
 
 def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, tmp_path):
