@@ -27,8 +27,8 @@ from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered, Frontier, Item
-from focuscrawl.learn import CRITIC_MODEL, Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.judging import heap_frozen
+from focuscrawl.learn import CRITIC_MODEL, Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
 from focuscrawl.store import CrawlDir, CrawlDirError, Queries, Repository, Store, open_existing
