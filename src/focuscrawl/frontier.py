@@ -79,10 +79,11 @@ def once_per_url(found: list[Discovered], hosts: Hosts) -> list[Discovered]:
     of those links' priorities; one none admits keeps its first link. Only a first link skipped
     for a reason no later link lifts (not REVIVABLE) keeps its place before the admitting one.
     No link admits a URL of a host marked bad."""
-    bad = {host for host in {host for _, host, _, reason in found if reason is None} if hosts[host].status == BAD}
+    distinct = dict.fromkeys(found)  # (links alike in every field, in C: the rest is per distinct link)
+    bad = {host for host in {host for _, host, _, reason in distinct if reason is None} if hosts[host].status == BAD}
     first: dict[str, Discovered] = {}
     best: dict[str, float] = {}
-    for url, host, priority, reason in found:
+    for url, host, priority, reason in distinct:
         if reason is None and host in bad:
             reason = "host marked bad"
         if url not in first:

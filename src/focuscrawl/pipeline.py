@@ -172,7 +172,8 @@ class PagePipeline:
         depth = item.depth + 1
         topic = judgement.topic if judgement else None
         plan = self.focus.plan(item, relevance, topic, lambda: path_class(self.store.queries, item))
-        found = self._discovered(page, depth, relevance, own_priority(item.priority), plan)
+        urls, anchors, starts, ends, nofollow = page.link_columns()
+        found = self._discovered(page, urls, nofollow, depth, relevance, own_priority(item.priority), plan)
         if self.config.focus.link_context is not None and plan.priority is None and isinstance(self.critic, Critic):
             found = with_link_context(self.critic, page, found, self.config.focus.link_context)
         scored = (self.apprentice.score_links(page, judgement, relevance, found, judged_priorities)
@@ -186,20 +187,19 @@ class PagePipeline:
         if scored is not None:
             self.apprentice.record(item.url_id, fetch_id, targets, scored, relevance)
         if page.links:  # the rows put together in C (an index page has thousands of links)
-            _, anchors, starts, ends, nofollow = page.link_columns()
             self.store.record_links(list(zip(repeat(item.url_id), targets, anchors, starts, ends,
                                              repeat(1) if page.nofollow else map(int, nofollow))))
 
-    def _discovered(self, page: Page, depth: int, relevance: float | None, parent_priority: float,
-                    plan: LinkPlan) -> list[Discovered]:
-        """Each link of the page as the frontier takes it (url, host, priority, skip reason). A page
-        links most URLs several times (menus, an index's entries): each URL is looked at once, and
-        only a link's own rel="nofollow" makes one link differ from another to the same URL."""
+    def _discovered(self, page: Page, urls: tuple[str, ...], nofollow: tuple[bool, ...], depth: int,
+                    relevance: float | None, parent_priority: float, plan: LinkPlan) -> list[Discovered]:
+        """Each link of the page (``urls`` and ``nofollow``: its link columns) as the frontier takes
+        it (url, host, priority, skip reason). A page links most URLs several times (menus, an
+        index's entries): each URL is looked at once, and only a link's own rel="nofollow" makes
+        one link differ from another to the same URL."""
         max_depth = self.config.budget.max_depth
         page_reason = ("nofollow" if page.nofollow
                        else "beyond max depth" if max_depth is not None and depth > max_depth else None)
         strategy = self.focus.strategy
-        urls, _, _, _, nofollow = page.link_columns()
         of_url, rule_of = {}, {}
         for url in dict.fromkeys(urls):
             host = host_of(url)
