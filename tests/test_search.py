@@ -490,9 +490,9 @@ def test_the_dashboard_follows_a_running_crawl_and_pauses_resumes_and_stops_it(s
         browser.get(_wait_for_address(portal) + "/crawls/live")
         stale = (StaleElementReferenceException,)  # the live feed replaces the figures' elements as it redraws
 
-        def field(name: str) -> str:
-            return WebDriverWait(browser, 5, ignored_exceptions=stale).until(
-                lambda b: b.find_element(By.CSS_SELECTOR, f'[data-field="{name}"]').text)
+        def field(name: str) -> str:  # found and read in one script: the feed may replace it in between
+            read = "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : null;"
+            return WebDriverWait(browser, 5).until(lambda b: b.execute_script(read, f'[data-field="{name}"]'))
 
         def chart() -> list[str]:
             return [text.text for text in browser.find_elements(By.CSS_SELECTOR, "svg#harvest-chart text")]
