@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Union
 
+import numpy as np
 import pytest
 from aiohttp import web
 
@@ -150,8 +151,16 @@ def linking(store, rows: list[tuple[int, int, bytes, float]]) -> None:
     store.record_links([(source, target, None, 0, 0, 0) for source, target, _, _ in rows])
     for source, score in {source: score for source, _, _, score in rows}.items():  # a page has one score
         fetch_id = store.db.execute("SELECT IFNULL(MAX(id), 0) FROM fetches WHERE url_id = ?", (source,)).fetchone()[0]
-        store.record_link_features(source, fetch_id, score, [(target, features) for s, target, features, _ in rows
-                                                             if s == source])
+        store.record_link_features(source, fetch_id, score, *instance_arrays(
+            [(target, features) for s, target, features, _ in rows if s == source]))
+
+
+def instance_arrays(links: list[tuple[int, bytes]]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(target, features as stored) pairs as ``record_link_features`` takes a page's links:
+    targets, every link's ids end to end, and where each link's ids begin."""
+    lengths = [len(features) // 4 for _, features in links]
+    return ([target for target, _ in links], np.frombuffer(b"".join(features for _, features in links), dtype=np.uint32),
+            np.cumsum([0, *lengths]))
 
 
 def learnt_at_once(store) -> list:

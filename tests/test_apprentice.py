@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_blobs, page_link_features,
+from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_features, page_link_rows,
                                   page_link_windows, term_ids, wanted_features)
 from focuscrawl.apprentice_loop import rescore_due, rescored
 from focuscrawl.beside import ProcessBeside, ProcessLost
@@ -28,7 +28,7 @@ from focuscrawl.store import Store
 from focuscrawl.store.schema import LEARNT_THROUGH
 from focuscrawl.text import Analyzer
 
-from conftest import learnt_at_once, linking, running
+from conftest import instance_arrays, learnt_at_once, linking, running
 
 
 def link_features(leaf_terms, spans, d_max=5):
@@ -79,18 +79,22 @@ def test_features_of_many_links_match_link_by_link_extraction():
         np.testing.assert_array_equal(np.sort(features), np.sort(alone))
 
 
-def test_the_stored_features_cut_from_a_pages_windows_are_those_packed_from_its_links_features():
-    """The crawl's process records each wanted link's features cut straight out of the windows
-    made where the page was judged, and packs them from the link's features with a family."""
+def test_the_stored_features_gathered_from_a_pages_windows_are_those_packed_from_its_links_features():
+    """The crawl's process records the wanted links' features gathered straight from the windows
+    made where the page was judged, and packs them from the links' features with a family."""
     body = "".join(f"<h2>part {i}</h2><p>alpha beta {i}</p><a href='/p{i}'>link {i}</a>" for i in range(30))
     analyzer = Analyzer()
     page = parse_html(f"<html><body>{body}</body></html>".encode(), "http://x/", "utf-8", "")
     wanted = [0, 3, 4, 17, 29]
     for families in ({}, {"url_words": True}, {"topic": "relevant"}):
-        cut = page_link_blobs(analyzer, page, wanted, **families)
-        assert cut == pack(page_link_features(analyzer, page, wanted, **families))
-        assert len(cut) == 5 and all(cut)
-    assert page_link_blobs(analyzer, page, wanted, topic="relevant") != page_link_blobs(analyzer, page, wanted)
+        rows = page_link_rows(analyzer, page, wanted, **families)
+        packed = pack(page_link_features(analyzer, page, wanted, **families))
+        assert rows.features.dtype == np.uint32 and rows.features.tolist() == packed.features.tolist()
+        assert rows.bounds.tolist() == packed.bounds.tolist()
+        assert len(rows.bounds) == 6 and all(np.diff(rows.bounds) > 0)
+    assert (page_link_rows(analyzer, page, wanted, topic="relevant").features.tolist()
+            != page_link_rows(analyzer, page, wanted).features.tolist())
+    assert page_link_rows(analyzer, page, []).bounds.tolist() == [0] == pack([]).bounds.tolist()
 
 
 def test_a_pages_windows_are_scored_as_its_links_features_are():
@@ -429,7 +433,8 @@ def test_re_scoring_in_small_chunks_gives_every_url_the_best_of_its_links(idiom_
     db.commit()
     with crawler.store.transaction():  # a page each, with the last id as the link's score
         for n, (target, blob) in enumerate(links, 1):
-            crawler.store.record_link_features(n, 0, 0.5, [(target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))])
+            crawler.store.record_link_features(n, 0, 0.5, *instance_arrays(
+                [(target, blob + (n * 2654435761 % 2**32).to_bytes(4, "little"))]))
     crawler.apprentice.model.predict_proba = lambda windows: windows.features[windows.bounds[1:] - 1] / 2**32
     expected: dict[int, float] = {}
     for n, (target, _) in enumerate(links, 1):

@@ -134,7 +134,9 @@ def test_a_pages_links_to_one_url_differ_only_by_their_own_nofollow(serve, make_
     assert server.paths().count("/t") == 1 and "/n" not in server.paths()
     assert db.execute("SELECT state, skip_reason FROM urls WHERE url = ?", (server.url("/n"),)).fetchone()[1] == "nofollow"
     assert sorted(db.execute("SELECT anchor_text, nofollow FROM links l JOIN urls u ON u.id = l.target_id"
-                             " WHERE u.url = ?", (server.url("/t"),))) == [("t", 0), ("t", 1), ("t again", 0)]
+                             " WHERE u.url = ?", (server.url("/t"),))) == [("t", 1), ("t again\nt", 0)]
+    assert db.execute("SELECT anchor_text, nofollow FROM links l JOIN urls u ON u.id = l.target_id WHERE u.url = ?",
+                      (server.url("/n"),)).fetchall() == [("n\nn again", 1)]  # a row per target and nofollow
 
 
 def test_a_running_crawl_keeps_its_start_ups_objects_out_of_garbage_collection_and_thaws_them_after(

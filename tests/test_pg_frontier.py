@@ -21,6 +21,8 @@ from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, Discovered
 from focuscrawl.store.pg_frontier import PgFrontier, connect
 from focuscrawl.store.pg_repository import PgRepository
 
+from conftest import instance_arrays
+
 
 @pytest.fixture
 def crawl(postgres_dsn):
@@ -340,9 +342,9 @@ def test_one_worker_at_a_time_is_elected_to_learn_and_another_takes_over_when_it
 def test_an_earlier_crawls_links_given_new_ids_merge_where_they_become_the_same(postgres_dsn, crawl, tmp_path):
     store = PgRepository(postgres_dsn, crawl, tmp_path, "w1", warc=False)
     try:
-        store.run_unit(lambda: store.record_link_features(1, 0, 0.2, [(10, b"menu"), (11, b"menu")]))
-        store.run_unit(lambda: store.record_link_features(2, 0, 0.4, [(10, b"menu")]))
-        store.run_unit(lambda: store.record_link_features(3, 0, 0.6, [(10, b"text")]))
+        store.run_unit(lambda: store.record_link_features(1, 0, 0.2, *instance_arrays([(10, b"menu"), (11, b"menu")])))
+        store.run_unit(lambda: store.record_link_features(2, 0, 0.4, *instance_arrays([(10, b"menu")])))
+        store.run_unit(lambda: store.record_link_features(3, 0, 0.6, *instance_arrays([(10, b"text")])))
         assert store.run_unit(store.queries.apprentice_terms) == {}  # a crawl begun with hashed ids
         store.run_unit(lambda: store.rehash_link_features(lambda blob: b"same"))
         assert store.db.execute("SELECT target_id, features, copies, parent_score FROM link_features ORDER BY target_id"
@@ -360,7 +362,7 @@ def test_the_apprentices_instances_are_read_beside_a_shared_crawl_once_each_unit
     try:
         for store in (lead, other):
             store.track_instances()
-        lead.run_unit(lambda: lead.record_link_features(1, 0, 0.5, [(10, b"f10f"), (11, b"f11f")]))
+        lead.run_unit(lambda: lead.record_link_features(1, 0, 0.5, *instance_arrays([(10, b"f10f"), (11, b"f11f")])))
         batches = []
         with other.transaction():
             fetch = other.record_fetch(11, 1, 1, Response("http://a.test/11", "http://a.test/11", time.time(), 200))

@@ -41,7 +41,8 @@ def portal_site(listed: int = 30) -> dict[str, str]:
         "/a": "<title>Sockets</title><p>Sockets carry bytes between hosts over networks.</p><a href='/late'>more</a>",
         "/b": "<title>Write-ahead logging</title><p>A write ahead log keeps databases durable after crashes.</p>",
         "/c": "<title>Sockets and databases</title><p>A database server listens on a socket for clients.</p>",
-        "/late": "<title>Late</title><p>Zebrafish swim here.</p><a href='/a'>unicorn handbook</a>",
+        "/late": "<title>Late</title><p>Zebrafish swim here.</p><a href='/a'>unicorn handbook</a>"
+                 " <a href='/a'>pegasus manual</a>",
         "/evil": f"<title>{escaped}</title><p>{escaped} tells about sockets.</p>",
     }
     for i in range(listed):
@@ -100,6 +101,11 @@ def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_
     # the crawl gave /a that anchor as it stored the link
     index = open_index(directory)
     assert set(urls(Search(index).search("unicorn"))) == {"/a", "/late"} and index.anchors_behind() == 0
+    assert set(urls(Search(index).search("pegasus"))) == {"/a", "/late"}  # the second link's, in the same row,
+    assert urls(Search(index).search('"handbook pegasus"')) == ["/late"]  # and its own anchor text:
+    assert index.db.execute("SELECT l.anchor_text FROM links l JOIN urls s ON s.id = l.source_id JOIN urls t"
+                            " ON t.id = l.target_id WHERE s.url LIKE '%/late' AND t.url LIKE '%/a'"
+                            ).fetchall() == [("unicorn handbook\npegasus manual",)]
     index.db.close()
     with sqlite3.connect(directory / "crawl.db") as db:  # as a crawl stopped before it took the anchors in
         db.execute("DELETE FROM late_anchors")
@@ -113,6 +119,7 @@ def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_
     store.close()
     index = open_index(directory)
     assert set(urls(Search(index).search("unicorn"))) == {"/a", "/late"}  # /a by its late anchors
+    assert set(urls(Search(index).search("pegasus"))) == {"/a", "/late"}
     assert index.late.pages(10) != [] and index.anchors_behind() == 0
     index.db.close()
     assert index_crawl(directory)["indexed"] == 1  # a crawl not running: /a's late anchors folded into its row
@@ -127,6 +134,8 @@ def test_anchors_of_links_found_after_a_page_was_indexed_reach_the_index(portal_
     rebuilt = index_crawl(directory, rebuild=True)
     assert rebuilt["indexed"] == 36 and rebuilt["pages_in_index"] == 36
     assert set(urls(Search(open_index(directory)).search("unicorn"))) == {"/a", "/late"}
+    assert set(urls(Search(open_index(directory)).search("pegasus"))) == {"/a", "/late"}  # read from the table
+    assert urls(Search(open_index(directory)).search('"handbook pegasus"')) == ["/late"]
 
 
 def test_a_query_holds_for_a_page_and_its_late_anchors_together():

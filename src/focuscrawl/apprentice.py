@@ -75,6 +75,15 @@ class LinkWindows(NamedTuple):
     features: np.ndarray  # link after link (uint32)
     bounds: np.ndarray  # link i's features are features[bounds[i]:bounds[i + 1]]
 
+    def taking(self, wanted: list[int]) -> LinkWindows:
+        """The windows of the links ``wanted`` (indices), gathered in one go: as a page's
+        instances are stored (a slice per link cost more than the rest of recording them)."""
+        bounds = self.bounds.astype(np.int64)
+        starts, lengths = bounds[:-1][wanted], np.diff(bounds)[wanted]
+        ends = np.cumsum(lengths)
+        gather = np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
+        return LinkWindows(self.features[gather], np.r_[0, ends].astype(np.int32))
+
 
 def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int = 5) -> LinkWindows:
     """The windows of all links (given their leaf spans) gathered with array arithmetic."""
@@ -146,15 +155,14 @@ def page_link_features(analyzer: Analyzer, page, wanted: list[int], d_max: int =
     return features
 
 
-def page_link_blobs(analyzer: Analyzer, page, wanted: list[int], d_max: int = 5, url_words: bool = False,
-                    topic: str | None = None, judged: dict[int, bool] | None = None) -> list[bytes]:
-    """``page_link_features`` as stored (``pack``); without the optional families, cut straight
-    out of the page's windows (the crawl's process records them for every page)."""
+def page_link_rows(analyzer: Analyzer, page, wanted: list[int], d_max: int = 5, url_words: bool = False,
+                   topic: str | None = None, judged: dict[int, bool] | None = None) -> LinkWindows:
+    """``page_link_features`` as stored, link after link in one array; without the optional
+    families, gathered straight from the page's windows (the crawl's process records them for
+    every page)."""
     if url_words or topic is not None or judged is not None:
         return pack(page_link_features(analyzer, page, wanted, d_max, url_words, topic, judged))
-    windows = page_link_windows(analyzer, page, d_max)
-    joined, bounds = windows.features.tobytes(), (4 * windows.bounds.astype(np.int64)).tolist()
-    return [joined[bounds[i]:bounds[i + 1]] for i in wanted]
+    return page_link_windows(analyzer, page, d_max).taking(wanted)
 
 
 def every_link_features(analyzer: Analyzer, page, d_max: int = 5, url_words: bool = False,
@@ -246,7 +254,7 @@ class Apprentice:
 
     @property
     def trained(self) -> bool:
-        return bool(np.all(self.instances_ > 0))
+        return min(self.instances_.tolist()) > 0  # (asked for every page: numpy's reductions cost more)
 
     def partial_fit(self, features: Links, relevance: np.ndarray, parent_scores: np.ndarray | None = None,
                     threshold: float = HIGH, copies: np.ndarray | None = None) -> Apprentice:
@@ -481,11 +489,11 @@ def _flatten(features: Links | LinkWindows) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(features).astype(np.int64) if lengths.sum() else np.zeros(0, dtype=np.int64)), lengths
 
 
-def pack(features: list[np.ndarray]) -> list[bytes]:
-    """Each link's feature ids as stored: uint32 bytes, converted in one go for the page."""
-    if not features:
-        return []
-    return _pieces(np.concatenate(features).astype(np.uint32).tobytes(), [4 * len(f) for f in features])
+def pack(features: list[np.ndarray]) -> LinkWindows:
+    """Links' feature ids as stored: uint32, link after link, converted in one go for the page."""
+    lengths = np.fromiter(map(len, features), dtype=np.int64, count=len(features))
+    joined = np.concatenate(features) if lengths.sum() else np.zeros(0)
+    return LinkWindows(joined.astype(np.uint32), np.r_[0, np.cumsum(lengths)].astype(np.int32))
 
 
 def _pieces(joined, lengths):

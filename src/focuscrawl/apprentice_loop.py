@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from focuscrawl.apprentice import (Apprentice, LinkWindows, median_score, pack, page_link_blobs, page_link_features,
+from focuscrawl.apprentice import (Apprentice, LinkWindows, median_score, pack, page_link_features, page_link_rows,
                                   page_topic, rehashing)
 from focuscrawl.beside import StepsBeside, write_priorities
 from focuscrawl.config import CrawlConfig
@@ -53,7 +53,7 @@ class ScoredLinks:
 
     known: dict[str, Seen]  # the frontier's record of those URLs already seen
     wanted: list[int]  # the links (indices into the page's) with features: to URLs not yet fetched
-    blobs: list[bytes]  # their features as stored
+    rows: LinkWindows  # their features as stored
 
 
 @dataclass
@@ -189,15 +189,16 @@ class ApprenticeLoop:
             for i, priority in zip(wanted, priorities.tolist()):
                 url, host, _, reason = found[i]
                 found[i] = Discovered(url, host, priority, reason)  # (``_replace`` cost a tenth of this method)
-        blobs = (pack(features) if features is not None
-                 else page_link_blobs(self.analyzer, page, wanted, self.settings.d_max, *families))
-        return ScoredLinks(known, wanted, blobs)
+        rows = (pack(features) if features is not None
+                else page_link_rows(self.analyzer, page, wanted, self.settings.d_max, *families))
+        return ScoredLinks(known, wanted, rows)
 
     def record(self, source_id: int, fetch_id: int, targets: list[int], links: ScoredLinks,
                relevance: float | None) -> None:
         """The links' instances, learnt once their targets are judged (inside the page's transaction)."""
-        self.store.record_link_features(source_id, fetch_id, relevance or 0.0,
-                                        [(targets[i], blob) for i, blob in zip(links.wanted, links.blobs)])
+        if links.wanted:
+            self.store.record_link_features(source_id, fetch_id, relevance or 0.0,
+                                            list(map(targets.__getitem__, links.wanted)), *links.rows)
 
     def retarget(self, source_id: int, target_id: int) -> None:
         """A redirect: the link's instance now points at where it led."""

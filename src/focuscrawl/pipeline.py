@@ -27,6 +27,7 @@ from focuscrawl.learn import Critic, Judgement
 from focuscrawl.parse import Page
 from focuscrawl.progress import Progress
 from focuscrawl.store import Repository, content_hash
+from focuscrawl.store.link_rows import link_rows
 from focuscrawl.taxonomy import TaxonomyModel
 from focuscrawl.templates import NO_TEMPLATE, SiteTemplates
 
@@ -186,9 +187,9 @@ class PagePipeline:
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if scored is not None:
             self.apprentice.record(item.url_id, fetch_id, targets, scored, relevance)
-        if page.links:  # the rows put together in C (an index page has thousands of links)
-            self.store.record_links(list(zip(repeat(item.url_id), targets, anchors, starts, ends,
-                                             repeat(1) if page.nofollow else map(int, nofollow))))
+        if page.links:
+            self.store.record_links(link_rows(item.url_id, targets, anchors, starts, ends,
+                                              repeat(1) if page.nofollow else map(int, nofollow)))
 
     def _discovered(self, page: Page, urls: tuple[str, ...], nofollow: tuple[bool, ...], depth: int,
                     relevance: float | None, parent_priority: float, plan: LinkPlan) -> list[Discovered]:

@@ -154,16 +154,17 @@ class LinkInstances:
     get_meta: Callable
     set_meta: Callable
 
-    def record_link_features(self, source_id: int, fetch_id: int, score: float, links: list[tuple[int, bytes]]) -> None:
-        """A page's admissible links (target, features), stored with the page: its fetch places
-        them in the crawl's order; ``score``: its critic score (best-first's priority of them)."""
-        if links:
+    def record_link_features(self, source_id: int, fetch_id: int, score: float, targets: list[int],
+                             features: np.ndarray, bounds: np.ndarray) -> None:
+        """A page's admissible links, stored with the page: link i leads to ``targets[i]`` and has
+        the ids ``features[bounds[i]:bounds[i + 1]]`` (uint32); its fetch places them in the
+        crawl's order; ``score``: its critic score (best-first's priority of them)."""
+        if targets:
             self.db.execute(
                 "INSERT INTO link_instances (source_id, fetch_id, parent_score, targets, ends, features)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (source_id, fetch_id, score, np.array([target for target, _ in links], dtype=np.int64).tobytes(),
-                 np.cumsum([len(features) // 4 for _, features in links], dtype=np.int64).astype(np.int32).tobytes(),
-                 b"".join(features for _, features in links)))
+                (source_id, fetch_id, score, np.array(targets, dtype=np.int64).tobytes(),
+                 np.asarray(bounds[1:], dtype=np.int32).tobytes(), np.asarray(features, dtype=np.uint32).tobytes()))
 
     def track_instances(self) -> None:
         pass  # one writer: every unit is whole by the time the next reads

@@ -297,12 +297,16 @@ class PgApprenticeInstances:
     db: psycopg.Connection
     _instances_key: int | None = None  # the advisory lock that keeps them whole, once tracked
 
-    def record_link_features(self, source_id: int, fetch_id: int, score: float, links: list[tuple[int, bytes]]) -> None:
-        """A page's admissible links (target, features), a row per distinct link of the crawl: a
-        link the same as one stored counts as a copy of it (and keeps the better source's score).
-        The fetch places nothing here: rows are learnt by their ids (:meth:`new_instances`)."""
+    def record_link_features(self, source_id: int, fetch_id: int, score: float, targets: list[int],
+                             features: np.ndarray, bounds: np.ndarray) -> None:
+        """A page's admissible links (as :meth:`LinkInstances.record_link_features` takes them), a
+        row per distinct link of the crawl: a link the same as one stored counts as a copy of it
+        (and keeps the better source's score). The fetch places nothing here: rows are learnt by
+        their ids (:meth:`new_instances`)."""
+        blobs = Links(np.asarray(targets, dtype=np.int64), np.zeros(0), np.asarray(features, dtype=np.uint32),
+                      np.asarray(bounds, dtype=np.int64), np.zeros(0)).blobs()
         distinct: dict[tuple[int, bytes], list] = {}
-        for target, features in links:  # one statement may not update a row twice
+        for target, features in zip(targets, blobs):  # one statement may not update a row twice
             distinct.setdefault((target, features), [source_id, target, features, score, 0])[4] += 1
         if distinct:
             columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order

@@ -69,11 +69,11 @@ CREATE TABLE IF NOT EXISTS documents (
     preview TEXT  -- the topic-specific summary (thesis §2.3.3)
 );
 CREATE INDEX IF NOT EXISTS documents_hash ON documents (content_hash);
-CREATE TABLE IF NOT EXISTS links (
+CREATE TABLE IF NOT EXISTS links (  -- a row per page and target it links to (link_rows.py)
     source_id INTEGER NOT NULL,
     target_id INTEGER NOT NULL,
-    anchor_text TEXT,
-    leaf_start INTEGER,
+    anchor_text TEXT,  -- the distinct anchor texts of the page's links to the target, a line each
+    leaf_start INTEGER,  -- the leaf span of the first of them
     leaf_end INTEGER,
     nofollow INTEGER NOT NULL DEFAULT 0
 );

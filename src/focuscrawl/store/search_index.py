@@ -28,6 +28,7 @@ from email.utils import parsedate_to_datetime
 from itertools import compress
 from operator import and_, ne
 
+from focuscrawl.store.link_rows import anchor_texts
 from focuscrawl.store.near_duplicates import NearDuplicateRecords
 from focuscrawl.store.sql import rows_in
 
@@ -145,11 +146,11 @@ class SearchIndex:
         while last < newest and changed < limit and (deadline is None or time.monotonic() < deadline):
             end = min(newest, last + batch)
             found: dict[int, set[str]] = {}
-            for target, anchor in self.db.execute(
+            for target, anchors in self.db.execute(
                     "SELECT DISTINCT l.target_id, l.anchor_text FROM links l JOIN search_docs s ON s.url_id = l.target_id"
                     " WHERE l.rowid > ? AND l.rowid <= ? AND l.anchor_text != '' AND l.source_id != l.target_id",
                     (last, end)):
-                found.setdefault(target, set()).add(anchor)
+                found.setdefault(target, set()).update(anchor_texts(anchors))
             changed += self.take_anchors(found)
             last = end
             self._set_watermark("search_links_seen", last)
@@ -200,9 +201,11 @@ class SearchIndex:
         return True
 
     def _anchors(self, url_id: int) -> str:
-        return ANCHOR_SEPARATOR.join(anchor for (anchor,) in self.db.execute(
-            "SELECT DISTINCT anchor_text FROM links WHERE target_id = ? AND source_id != target_id"
-            " AND anchor_text != '' ORDER BY anchor_text LIMIT ?", (url_id, MAX_ANCHORS)))
+        """The first ``MAX_ANCHORS`` distinct anchor texts of the links to the page, in sorted order."""
+        found = {anchor for (anchors,) in self.db.execute(
+            "SELECT DISTINCT anchor_text FROM links WHERE target_id = ? AND source_id != target_id AND anchor_text != ''",
+            (url_id,)) for anchor in anchor_texts(anchors)}
+        return ANCHOR_SEPARATOR.join(sorted(found)[:MAX_ANCHORS])
 
     def _insert(self, url_id: int, fetch_id: int, title: str | None, text: str, url: str,
                 modified_at: float | None, topic: str | None, confidence: float | None) -> None:
@@ -435,8 +438,8 @@ class AnchorFollower:
         self.pairs: set[tuple[int, str]] = set()
 
     def found(self, rows: list[tuple]) -> None:
-        """Links being stored: (source, target, anchor text, …) rows; a link with an anchor text to
-        another page is kept as its (target, anchor text) pair (picked in C: an index page has thousands)."""
+        """Links being stored: (source, target, anchor texts, …) rows (:mod:`.link_rows`); a row with
+        anchor texts to another page is kept as its (target, anchor texts) pair (picked in C)."""
         if self.active and rows:
             sources, targets, anchors, *_ = zip(*rows)
             wanted = map(and_, map(bool, anchors), map(ne, sources, targets))
@@ -446,8 +449,8 @@ class AnchorFollower:
         """Take in the pairs kept, then read older links for about ``seconds``; in a
         transaction. Returns how many pages got anchors."""
         found: dict[int, set[str]] = {}
-        for target, anchor in self.pairs:
-            found.setdefault(target, set()).add(anchor)
+        for target, anchors in self.pairs:
+            found.setdefault(target, set()).update(anchor_texts(anchors))
         self.pairs = set()
         changed = self.index.take_anchors(found)
         if not self.index.caught_up(self.since):
