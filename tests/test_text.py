@@ -3,6 +3,7 @@ import random
 import threading
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -52,6 +53,18 @@ near_words = st.text(st.one_of(st.characters(codec="utf-8"), st.sampled_from("aZ
 @example("rock'n'roll don't5 o'3 'quote' x_y 3d ² ٣x ǅa \x00\x00a\x00 dogs' a''b")
 def test_the_tokenizer_in_c_finds_what_the_expression_finds(document):
     assert text._tokens.findall(document) == text.LEAF_TOKEN.findall(document)
+    counts, codes, leaf = text._tokens.coded(document)
+    reference = text.coded_in_python(document)
+    assert list(counts.items()) == list(reference.counts.items())  # (in order of first occurrence)
+    assert codes.dtype == leaf.dtype == np.int64
+    assert codes.tolist() == reference.codes.tolist() and leaf.tolist() == reference.leaf.tolist()
+
+
+def test_coded_words_keep_their_order_counts_and_leaves():
+    counts, codes, leaf = text.code_words("b a\x00\x00a c\x00b")
+    assert counts == {"b": 2, "a": 2, "c": 1}
+    assert codes.tolist() == [0, 1, 1, 2, 0] and leaf.tolist() == [0, 0, 2, 2, 3]
+    assert text.code_words("").counts == {} and text.code_words("\x00 3 \x00").leaf.tolist() == []
 
 
 def test_terms_remove_english_stop_words_and_stem():

@@ -1,10 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Two regular expressions of the per-page path in C, each giving the same list as the
+"""Regular expressions of the per-page path in C, each giving the same result as the
 expression (which stays in Python as the reference the tests hold these to, and as the scanner
 where this is not built):
 
 ``text.LEAF_TOKEN.findall``: the words of a page's leaves and the NULs between them, in a fifth
-of its time (0.073 against 0.348 ms a test-web page). A word is what
+of its time (0.073 against 0.348 ms a test-web page); ``coded``: the same words as the
+analyzer reads them (``text.Coded``), without a string per NUL, a count and a code per word in
+passes of their own. A word is what
 ``[^\\W\\d_][^\\W_]*+(?:'[^\\W\\d_]++)?`` matches: a letter, then letters and digits, then maybe an
 apostrophe and letters. "Letter" and "digit" are Python's own ``re`` classes for ``str``: a word
 character is one ``str.isalnum`` accepts or ``_``, a digit one ``str.isdecimal`` accepts.
@@ -15,6 +17,10 @@ tuples are made once a page, not once a tag.
 
 ``parse.FORMATTING_ATTRIBUTES.sub``: a large page without the attributes of its formatting tags.
 """
+
+from libc.stdint cimport int64_t
+
+import numpy as np
 
 from cpython.unicode cimport (Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, Py_UNICODE_TOLOWER,
                               PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_KIND, PyUnicode_READ)
@@ -38,6 +44,18 @@ cdef inline int char_class(Py_UCS4 c) noexcept:
     return DIGIT if Py_UNICODE_ISDECIMAL(c) else LETTER
 
 
+cdef inline Py_ssize_t word_end(str text, Py_ssize_t i, Py_ssize_t n):
+    """The end of the word whose first letter is at ``i``."""
+    i += 1
+    while i < n and char_class(text[i]) != OTHER:
+        i += 1
+    if i + 1 < n and text[i] == "'" and char_class(text[i + 1]) == LETTER:
+        i += 2
+        while i < n and char_class(text[i]) == LETTER:
+            i += 1
+    return i
+
+
 def findall(str text):
     """The words of ``text`` and each NUL in it, in order (``LEAF_TOKEN.findall(text)``)."""
     cdef Py_ssize_t n = len(text), i = 0, start
@@ -48,20 +66,41 @@ def findall(str text):
         if c == 0:
             found.append("\x00")
             i += 1
-            continue
-        if char_class(c) != LETTER:
+        elif char_class(c) != LETTER:
             i += 1
-            continue
-        start = i
-        i += 1
-        while i < n and char_class(text[i]) != OTHER:
-            i += 1
-        if i + 1 < n and text[i] == "'" and char_class(text[i + 1]) == LETTER:
-            i += 2
-            while i < n and char_class(text[i]) == LETTER:
-                i += 1
-        found.append(text[start:i])
+        else:
+            start, i = i, word_end(text, i, n)
+            found.append(text[start:i])
     return found
+
+
+def coded(str text):
+    """``findall``'s words coded in one pass (``text.Coded``): the distinct words with their
+    counts in order of first occurrence, each word's place among them, and how many NULs come
+    before it (its leaf)."""
+    cdef Py_ssize_t n = len(text), i = 0, start, found = 0
+    cdef int64_t leaf = 0
+    cdef Py_UCS4 c
+    cdef dict code_of = {}
+    codes_array, leaves_array = np.empty(n // 2 + 1, dtype=np.int64), np.empty(n // 2 + 1, dtype=np.int64)
+    cdef int64_t[::1] codes = codes_array, leaves = leaves_array  # (a word and what ends it: two characters at least)
+    while i < n:
+        c = text[i]
+        if c == 0:
+            leaf += 1
+            i += 1
+        elif char_class(c) != LETTER:
+            i += 1
+        else:
+            start, i = i, word_end(text, i, n)
+            word = text[start:i]
+            code = code_of.get(word)
+            if code is None:
+                code = code_of[word] = len(code_of)
+            codes[found], leaves[found] = code, leaf
+            found += 1
+    counts = np.bincount(codes_array[:found], minlength=len(code_of)).tolist()
+    return dict(zip(code_of, counts)), codes_array[:found], leaves_array[:found]
 
 
 cdef inline bint ascii_letter(Py_UCS4 c) noexcept:

@@ -10,7 +10,6 @@ import sys
 import threading
 import zlib
 from array import array
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -29,7 +28,7 @@ except ImportError:  # not built (no C compiler at install)
     _tokens = None
 
 WORDS = "words"  # a page's word_counts in ``Page.terms``, while it is judged
-TOKENS = "tokens"  # its words in order, LEAF_BREAK between its leaves, and their counts (``page_tokens``)
+TOKENS = "tokens"  # its words coded, with the leaf of each and their counts (``page_tokens``)
 FREQUENCIES = "frequencies"  # its term frequencies by analyzer settings, once worked out (``page_frequencies``)
 RECENT_PAGES = 20_000  # pages whose term frequencies the judging workers keep, together (about 3 KB each)
 # a letter, then letters and digits, then maybe 's or 't…; possessive (nothing can follow
@@ -42,6 +41,32 @@ LEAF_TOKEN = re.compile(LEAF_BREAK + "|" + TOKEN.pattern)
 # TOKEN's words and each LEAF_BREAK: in C when ``_tokens`` is built (the same list, 4.8x faster
 # on test-web pages), else the expression itself, which stays the reference
 find_leaf_tokens = LEAF_TOKEN.findall if _tokens is None else _tokens.findall
+
+
+class Coded(NamedTuple):
+    """A text's words (``find_leaf_tokens`` without the LEAF_BREAKs), as the analyzer reads them."""
+
+    counts: dict[str, int]  # the distinct words with their counts, in order of first occurrence
+    codes: np.ndarray  # each word's place in ``counts`` (int64)
+    leaf: np.ndarray  # how many LEAF_BREAKs come before each word: the number of its leaf (int64)
+
+
+def coded_in_python(text: str) -> Coded:
+    """``Coded`` from ``find_leaf_tokens`` (``_tokens.coded`` does it in one pass, in C)."""
+    code_of: dict[str, int] = {}
+    codes, leaves, leaf = [], [], 0
+    for token in find_leaf_tokens(text):
+        if token == LEAF_BREAK:
+            leaf += 1
+        else:
+            codes.append(code_of.setdefault(token, len(code_of)))
+            leaves.append(leaf)
+    codes = np.array(codes, dtype=np.int64)
+    return Coded(dict(zip(code_of, np.bincount(codes, minlength=len(code_of)).tolist())), codes,
+                 np.array(leaves, dtype=np.int64))
+
+
+code_words = coded_in_python if _tokens is None else (lambda text: Coded(*_tokens.coded(text)))
 
 
 def tokens(text: str) -> list[str]:
@@ -173,26 +198,21 @@ class Analyzer:
     def leaf_terms(self, leaves: list[str]) -> LeafTerms:
         """The terms of all of a page's DOM leaves and the leaf each comes from, the same as
         ``terms`` leaf by leaf but in one pass over the page (a page may have thousands of leaves)."""
-        found = _leaf_tokens(leaves)
-        return self._leaf_terms(found, _counted(found))
+        return self._leaf_terms(_leaf_tokens(leaves))
 
-    def _leaf_terms(self, found: list[str], words: Counter) -> LeafTerms:
-        """``leaf_terms`` from the leaves' tokens and their words' counts (in order of first
-        occurrence). Per token, only C runs (a dict lookup through ``map``, numpy); stop words,
+    def _leaf_terms(self, coded: Coded) -> LeafTerms:
+        """``leaf_terms`` from the leaves' words, coded. Per word, only numpy runs; stop words,
         stemming and the terms' vocabulary are worked out once per distinct word."""
-        words = [*words, LEAF_BREAK]
-        word_code = dict(zip(words, range(len(words))))
-        codes = np.fromiter(map(word_code.__getitem__, found), dtype=np.int64, count=len(found))
+        words = list(coded.counts)
         kept = [code for code, w in enumerate(words) if len(w) > 1 and w not in self._stop]
         stems = self._stem([words[code] for code in kept])
         vocabulary = list(dict.fromkeys(stems))
         term_code = dict(zip(vocabulary, range(len(vocabulary))))
-        word_term = np.full(len(words), -1, dtype=np.int64)  # -1: a stop word, a leaf break, a single letter
+        word_term = np.full(len(words), -1, dtype=np.int64)  # -1: a stop word, a single letter
         word_term[kept] = [term_code[s] for s in stems]
-        term_of_token = word_term[codes]
+        term_of_token = word_term[coded.codes]
         keep = term_of_token >= 0
-        leaf = np.cumsum(codes == len(words) - 1)
-        return LeafTerms(vocabulary, term_of_token[keep], leaf[keep])
+        return LeafTerms(vocabulary, term_of_token[keep], coded.leaf[keep])
 
     @property
     def terms_key(self) -> tuple[str, bool]:
@@ -203,7 +223,7 @@ class Analyzer:
         """``leaf_terms`` of a parsed page, kept on the page for every analyzer of the same
         settings (from the tokens its word counts were made of, if they were)."""
         if self.terms_key not in page.terms:
-            page.terms[self.terms_key] = self._leaf_terms(*page_tokens(page))
+            page.terms[self.terms_key] = self._leaf_terms(page_tokens(page))
         return page.terms[self.terms_key]
 
     def known_terms(self, page) -> LeafTerms | None:
@@ -227,7 +247,7 @@ class Analyzer:
             return analysed.frequencies()
         words = page.terms.get(WORDS)
         if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
-            words = page_tokens(page)[1]
+            words = page_tokens(page).counts
         return self.term_frequencies(page.text, words)
 
     def term_frequencies(self, text: str, words: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -279,36 +299,28 @@ class Analyzer:
         self.__init__(**state)
 
 
-def _leaf_tokens(leaves: list[str]) -> list[str]:
-    """The leaves' words in order, LEAF_BREAK between two leaves."""
+def _leaf_tokens(leaves: list[str]) -> Coded:
+    """The leaves' words, coded (leaf by leaf: LEAF_BREAK between two leaves)."""
     joined = LEAF_BREAK.join(leaves)
     if joined.count(LEAF_BREAK) != max(len(leaves) - 1, 0):
         joined = LEAF_BREAK.join(leaf.replace(LEAF_BREAK, " ") for leaf in leaves)
-    return find_leaf_tokens(joined.lower())
+    return code_words(joined.lower())
 
 
-def _counted(found: list[str]) -> Counter:
-    """The words among tokens with their counts, in order of first occurrence."""
-    words = Counter(found)
-    words.pop(LEAF_BREAK, None)
-    return words
-
-
-def page_tokens(page) -> tuple[list[str], Counter]:
-    """The words of a parsed page's leaves in order (``_leaf_tokens``) and their counts, kept on
-    the page; the counts are its ``word_counts`` too (its text is its non-empty leaves joined)
-    unless counted already."""
+def page_tokens(page) -> Coded:
+    """The words of a parsed page's leaves, coded (``_leaf_tokens``), kept on the page; their
+    counts are its ``word_counts`` too (its text is its non-empty leaves joined) unless counted
+    already."""
     if TOKENS not in page.terms:
-        found = _leaf_tokens(page.leaves)
-        page.terms[TOKENS] = found, _counted(found)
-        page.terms.setdefault(WORDS, page.terms[TOKENS][1])
+        page.terms[TOKENS] = _leaf_tokens(page.leaves)
+        page.terms.setdefault(WORDS, page.terms[TOKENS].counts)
     return page.terms[TOKENS]
 
 
-def word_counts(text: str) -> Counter:
-    """The words of ``text``, lower case, with their counts: the one tokenisation that the
-    language check and the critic's term counts share."""
-    return _counted(find_leaf_tokens(text.lower()))
+def word_counts(text: str) -> dict[str, int]:
+    """The words of ``text``, lower case, with their counts (in order of first occurrence): the
+    one tokenisation that the language check and the critic's term counts share."""
+    return code_words(text.lower()).counts
 
 
 def stopword_score(text: str | Mapping[str, int], language: str = "en") -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,7 +127,7 @@ class Search:
             return []
         analyzer, stop = Analyzer(), STOP_WORDS
         own = analyzer.term_frequencies(" ".join(texts[url_id]))
-        words = [word for word, _ in word_counts(" ".join(texts[url_id])).most_common(200)
+        words = [word for word, _ in Counter(word_counts(" ".join(texts[url_id]))).most_common(200)
                  if len(word) > 2 and word not in stop][:SIMILAR_WORDS]
         if not words:
             return []
