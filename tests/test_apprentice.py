@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from focuscrawl.apprentice import (Apprentice, feature_ids, link_windows, pack, page_link_features, page_link_rows,
+from focuscrawl.apprentice import (Apprentice, IdTable, feature_ids, link_windows, pack, page_link_features, page_link_rows,
                                   page_link_windows, term_ids, wanted_features)
 from focuscrawl.apprentice_loop import rescore_due, rescored
 from focuscrawl.beside import ProcessBeside, ProcessLost
@@ -119,11 +119,12 @@ def test_a_pages_windows_are_scored_as_its_links_features_are():
 
 
 def test_features_looked_up_in_bulk_are_scored_as_one_by_one(monkeypatch):
-    """Re-scoring a frontier looks its features up in a hash set, a page's links by binary
-    search: the same scores, a feature never seen weighing nothing; training through either
-    learns the same counts."""
+    """Without the id table (not built): re-scoring a frontier looks its features up in a hash
+    set, a page's links by binary search: the same scores, a feature never seen weighing nothing;
+    training through either learns the same counts."""
     import pyarrow.compute as pc
 
+    monkeypatch.setattr("focuscrawl.apprentice.IdTable", None)
     rng = np.random.default_rng(3)
     features = [rng.integers(0, 2000, rng.integers(1, 30)) for _ in range(400)]  # ids repeat: more ids than features
     relevance = rng.random(400)
@@ -140,6 +141,27 @@ def test_features_looked_up_in_bulk_are_scored_as_one_by_one(monkeypatch):
     prior = np.log(by_hash.instances_[1] / by_hash.instances_[0])
     assert by_hash.decision_function(never)[0] == pytest.approx(prior)
     assert len(hashed) == 3
+
+
+@pytest.mark.skipif(IdTable is None, reason="the id table is not built (no compiler)")
+def test_the_id_table_finds_each_features_column_as_binary_search_does_as_the_model_grows(monkeypatch):
+    """The table is made once per model and made again when a batch brings new features; ids it
+    never saw (or negative ones) are -1; a pickled model leaves it behind."""
+    rng = np.random.default_rng(5)
+    model = Apprentice(blend=False)
+    asked = np.r_[rng.integers(0, 3000, 20_000), rng.integers(2**31, 2**32, 50), -1, 0]
+    for _ in range(4):
+        features = [rng.integers(0, 3000, rng.integers(1, 30)) for _ in range(100)]
+        model.partial_fit(features, rng.random(100))
+        at, known = model._columns(asked)
+        assert np.array_equal(model._lookup(asked), np.where(known, at, -1))
+        assert model._table is not None and "_table" not in model.__getstate__()
+    assert (model._lookup(asked) >= 0).sum() > 10_000
+    table = IdTable(np.array([7, 2**32 - 1, 0, 123456789012]))
+    assert table.positions_of(np.array([0, 7, 8, 2**32 - 1, 123456789012, -1])).tolist() == [2, 0, -1, 1, 3, -1]
+    assert IdTable(np.zeros(0, dtype=np.int64)).positions_of(np.array([0, 5])).tolist() == [-1, -1]
+    loaded = Apprentice.loads(model.dumps())
+    assert np.allclose(loaded.decision_function([asked[:40]]), model.decision_function([asked[:40]]))
 
 
 def random_instances(rng, count, width=60):

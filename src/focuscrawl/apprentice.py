@@ -38,6 +38,11 @@ from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDir, Queries, open_existing
 from focuscrawl.text import Analyzer, LeafTerms
 
+try:
+    from focuscrawl._idtable import IdTable
+except ImportError:  # not built (no C compiler at install): binary search, or pyarrow's hash set
+    IdTable = None
+
 log = logging.getLogger(__name__)
 
 HIGH = 0.5  # the default split between 'low' and 'high' targets
@@ -215,8 +220,9 @@ class Apprentice:
         self.blend = Blend() if blend else None
 
     def __getstate__(self) -> dict:
-        """Without the cached weights; the ids as stored (uint32): the model is saved after every batch."""
-        state = {k: v for k, v in self.__dict__.items() if k != "_weights"}
+        """Without the cached weights and id table; the ids as stored (uint32): the model is saved
+        after every batch."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_weights", "_table")}
         if self.features_ is not None:  # whole counts of whole copies
             state["features_"], state["counts_"] = self.features_.astype(np.uint32), self.counts_.astype(np.uint32)
         return state
@@ -249,7 +255,7 @@ class Apprentice:
         counts = np.zeros((2, len(self.features_)))
         for label in (0, 1):
             np.add.at(counts[label], where, self.counts_[label, seen])
-        self.counts_, self._weights = counts, None
+        self.counts_, self._weights, self._table = counts, None, None
         return self
 
     @property
@@ -292,6 +298,7 @@ class Apprentice:
         if not known.all():
             new, at = batch[~known], at[~known]
             self.features_, self.counts_ = np.insert(self.features_, at, new), np.insert(self.counts_, at, 0.0, axis=1)
+            self._table = None
 
     def _columns(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where each of ``ids`` is (or would go) in the sorted ``features_``, and whether it is there."""
@@ -301,10 +308,16 @@ class Apprentice:
         return at, known
 
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Each id's column in ``features_`` (int64), -1 for an id never seen. Ids looked up by
-        the hundred thousand, at least as many as the features, go through a hash set built for
-        the call (pyarrow's ``index_in``): re-scoring the frontier looks up about a million at a
-        time; a page's few thousand are faster by binary search (``benchmarks/apprentice_links.py``)."""
+        """Each id's column in ``features_`` (int64), -1 for an id never seen: in a hash table made
+        once per model (``_idtable``, about three times faster than binary search on a page's ids).
+        Without it, ids looked up by the hundred thousand, at least as many as the features, go
+        through a hash set built for the call (pyarrow's ``index_in``): re-scoring the frontier
+        looks up about a million at a time; a page's few thousand are faster by binary search
+        (``benchmarks/apprentice_links.py``)."""
+        if IdTable is not None:
+            if getattr(self, "_table", None) is None:
+                self._table = IdTable(self.features_)
+            return self._table.positions_of(ids)
         if len(ids) >= max(HASHED_LOOKUP, len(self.features_)):
             import pyarrow as pa
             import pyarrow.compute as pc
