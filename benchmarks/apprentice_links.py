@@ -1,8 +1,9 @@
 """What the apprentice's link scoring costs, on a finished apprentice crawl: scoring every link of
 a page as the judging worker does (from the page's DOM windows as they are, and from one array
 per link, the way it did before), and re-scoring the crawl's frontier as the batches beside the
-crawl do (per thousand link instances read and scored; the features looked up as the crawl does,
-in a hash set for big chunks, and by binary search alone).
+crawl do (per thousand link instances read and scored; the features looked up in the model's id
+table as the crawl does where ``_idtable`` is built, in a hash set for big chunks as it does where
+it is not, and by binary search alone).
 
     python benchmarks/apprentice_links.py --crawl DIR [--pages 1000]
 
@@ -82,19 +83,20 @@ def main() -> None:
         "per_link_arrays": scored(lambda page: page_link_features(analyzer, page, list(range(len(page.links))), d_max)),
     }
     rounds = [{name: per_page_ms(way, pages) for name, way in ways.items()} for _ in range(ROUNDS)]
-    reader, hashed_from = InstanceReader(args.crawl), apprentice.HASHED_LOOKUP
-    rescore_seconds = {"as_crawled": [], "binary_search": []}  # how features are looked up (``Apprentice._lookup``)
+    reader, hashed_from, id_table = InstanceReader(args.crawl), apprentice.HASHED_LOOKUP, apprentice.IdTable
+    rescore_seconds = {"id_table": [], "hash_set": [], "binary_search": []}  # how ``Apprentice._lookup`` looks ids up
     with reader.snapshot(), gc_paused():  # as a batch beside the crawl re-scores
         instances = sum(len(links.targets) for links in reader.queued_link_features())
         try:
             for _ in range(ROUNDS):  # the first also loads what a process beside has loaded by its second
-                for lookup, threshold in (("as_crawled", hashed_from), ("binary_search", sys.maxsize)):
-                    apprentice.HASHED_LOOKUP = threshold
+                for lookup, table, threshold in (("id_table", id_table, hashed_from), ("hash_set", None, hashed_from),
+                                                 ("binary_search", None, sys.maxsize)):
+                    apprentice.IdTable, apprentice.HASHED_LOOKUP = table, threshold
                     started = time.perf_counter()
                     priorities, _ = rescored(reader, model)
                     rescore_seconds[lookup].append(time.perf_counter() - started)
         finally:
-            apprentice.HASHED_LOOKUP = hashed_from
+            apprentice.IdTable, apprentice.HASHED_LOOKUP = id_table, hashed_from
     print(json.dumps({
         "crawl": str(args.crawl),
         "pages": len(pages),

@@ -27,6 +27,7 @@ from focuscrawl.store import (DONE, IN_FLIGHT, QUEUED, SKIPPED, CrawlDir, CrawlD
 from focuscrawl.store import seen_set
 from focuscrawl.store.repository import whole_members_length
 from focuscrawl.store.link_instances import bag_keys
+from focuscrawl.store.link_rows import anchor_texts, link_rows
 from focuscrawl.store.schema import LEARNT_THROUGH, connect
 
 from conftest import learnt_at_once, linking
@@ -367,6 +368,16 @@ def test_recorded_links_are_followed_unless_nofollow(store):
         store.record_links([(source, followed, "follow me", 0, 1, 0), (source, ignored, "not me", 1, 2, 1)])
     assert store.queries.followed_links(source) == [followed]
     assert store.queries.followed_links(followed) == []
+
+
+def test_a_pages_links_are_a_row_per_target_and_nofollow_with_their_distinct_anchor_texts():
+    """(target ids, anchor texts, leaf starts, leaf ends, nofollows) columns as ``links`` rows:
+    the span of the page's first link to the target; empty texts left out, '' if all are."""
+    rows = link_rows(1, [5, 6, 5, 5, 7, 5, 6], ["", "b", "a", "a", "", "c", "b"], [0, 1, 2, 3, 4, 5, 6],
+                     [0, 1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 1, 0])
+    assert rows == [(1, 5, "a", 0, 0, 0), (1, 6, "b", 1, 1, 0), (1, 7, "", 4, 4, 0), (1, 5, "c", 5, 5, 1)]
+    assert link_rows(1, [], [], [], [], []) == []
+    assert anchor_texts("a\nb c") == ["a", "b c"] and anchor_texts("old row") == ["old row"] and anchor_texts("") == []
 
 
 def test_record_host_replaces_a_hosts_failures_status_and_crawl_delay(store):

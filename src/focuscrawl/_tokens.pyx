@@ -100,7 +100,7 @@ def coded(str text):
             codes[found], leaves[found] = code, leaf
             found += 1
     counts = np.bincount(codes_array[:found], minlength=len(code_of)).tolist()
-    return dict(zip(code_of, counts)), codes_array[:found], leaves_array[:found]
+    return dict(zip(code_of, counts)), codes_array[:found].copy(), leaves_array[:found].copy()  # (not the buffers' 8 bytes a character)
 
 
 cdef inline bint ascii_letter(Py_UCS4 c) noexcept:

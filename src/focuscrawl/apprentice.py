@@ -74,8 +74,9 @@ def feature_ids(term_id: np.ndarray, offset, d_max: int = 5) -> np.ndarray:
 
 
 class LinkWindows(NamedTuple):
-    """Every link's ⟨t, d⟩ feature ids, made where the page was judged (a worker process) and
-    sent back with it (32-bit), so the crawl's process only picks the links it wants."""
+    """Links' ⟨t, d⟩ feature ids end to end (32-bit): a page's windows, made where the page was
+    judged (a worker process) and sent back with it, so the crawl's process only picks the links it
+    wants; and the links picked, as their instances are stored (``taking``, ``pack``)."""
 
     features: np.ndarray  # link after link (uint32)
     bounds: np.ndarray  # link i's features are features[bounds[i]:bounds[i + 1]]
@@ -309,7 +310,7 @@ class Apprentice:
 
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
         """Each id's column in ``features_`` (int64), -1 for an id never seen: in a hash table made
-        once per model (``_idtable``, about three times faster than binary search on a page's ids).
+        once per model (``_idtable``, about six times faster than binary search on a page's ids).
         Without it, ids looked up by the hundred thousand, at least as many as the features, go
         through a hash set built for the call (pyarrow's ``index_in``): re-scoring the frontier
         looks up about a million at a time; a page's few thousand are faster by binary search

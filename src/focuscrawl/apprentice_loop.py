@@ -198,7 +198,8 @@ class ApprenticeLoop:
         """The links' instances, learnt once their targets are judged (inside the page's transaction)."""
         if links.wanted:
             self.store.record_link_features(source_id, fetch_id, relevance or 0.0,
-                                            list(map(targets.__getitem__, links.wanted)), *links.rows)
+                                            list(map(targets.__getitem__, links.wanted)), links.rows.features,
+                                            links.rows.bounds)
 
     def retarget(self, source_id: int, target_id: int) -> None:
         """A redirect: the link's instance now points at where it led."""

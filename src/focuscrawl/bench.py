@@ -210,7 +210,7 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         "worker_cpu_seconds": round(cpu - watch.own_cpu, 2),
         "breakdown": {stage: {"seconds": seconds, "ms_per_page": round(1000 * seconds / fetched, 3)}
                       for stage, seconds in sorted(stages.items())},
-        "index_links_behind": links_behind,  # at the end: links whose anchor texts the search index has not read
+        "index_links_behind": links_behind,  # at the end: rows of links whose anchor texts the search index has not read
         "server_cpu_seconds": round(server_cpu, 2),
         "server_requests_per_second": round(server_rate, 1),
         "concurrency": concurrency,

@@ -188,7 +188,7 @@ def write_report(results: dict, out: Path) -> Path:
         cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if known(k) else "—"
                  for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
                            "top100_precision")]
-        weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} links"
+        weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} link targets"
                   if known("kilobytes_per_page") else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f} | {weight} |")

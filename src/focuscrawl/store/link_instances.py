@@ -157,8 +157,9 @@ class LinkInstances:
     def record_link_features(self, source_id: int, fetch_id: int, score: float, targets: list[int],
                              features: np.ndarray, bounds: np.ndarray) -> None:
         """A page's admissible links, stored with the page: link i leads to ``targets[i]`` and has
-        the ids ``features[bounds[i]:bounds[i + 1]]`` (uint32); its fetch places them in the
-        crawl's order; ``score``: its critic score (best-first's priority of them)."""
+        the ids ``features[bounds[i]:bounds[i + 1]]`` (uint32, the links' ids end to end: bounds
+        begin at 0 and end at the last id); its fetch places them in the crawl's order; ``score``:
+        its critic score (best-first's priority of them)."""
         if targets:
             self.db.execute(
                 "INSERT INTO link_instances (source_id, fetch_id, parent_score, targets, ends, features)"

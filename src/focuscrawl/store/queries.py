@@ -289,7 +289,8 @@ class Queries(PortableQueries):
                           " JOIN documents d ON d.fetch_id = f.id ORDER BY f.id").fetchall()
 
     def page_weight(self) -> tuple[int, float, int]:
-        """(stored pages, their bodies' bytes, their links): what a crawl's pages weighed."""
+        """(stored pages, their bodies' bytes, their links' rows: a page and target each, every
+        link in crawls of versions before link_rows.py): what a crawl's pages weighed."""
         pages, size = self.db.execute("SELECT COUNT(*), TOTAL(f.bytes) FROM documents d JOIN fetches f"
                                       " ON f.id = d.fetch_id").fetchone()
         return pages, size, self.db.execute("SELECT COUNT(*) FROM links").fetchone()[0]

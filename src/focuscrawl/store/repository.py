@@ -518,7 +518,7 @@ def crawl_status(db, queries=None) -> dict:
         "failures": dict(queries.failures_by_reason(50)),  # errors, refusals and HTTP error statuses, by reason
         "stop_reason": meta.get("stop_reason"),
         "pages_indexed": index.size() if index else None,  # in the search index
-        "index_links_behind": index.anchors_behind() if index else None,  # links whose anchors it has not read yet
+        "index_links_behind": index.anchors_behind() if index else None,  # rows of links whose anchors it has not read yet
         "topics": dict(db.execute("SELECT topic, COUNT(*) FROM documents WHERE topic IS NOT NULL GROUP BY topic"
                                   " ORDER BY topic").fetchall()),
     }

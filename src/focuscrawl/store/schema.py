@@ -73,7 +73,7 @@ CREATE TABLE IF NOT EXISTS links (  -- a row per page and target it links to (li
     source_id INTEGER NOT NULL,
     target_id INTEGER NOT NULL,
     anchor_text TEXT,  -- the distinct anchor texts of the page's links to the target, a line each
-    leaf_start INTEGER,  -- the leaf span of the first of them
+    leaf_start INTEGER,  -- the leaf span of the page's first link to the target
     leaf_end INTEGER,
     nofollow INTEGER NOT NULL DEFAULT 0
 );

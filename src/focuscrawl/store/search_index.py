@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS labels (  -- BINGO! reviser (§2.4.13): a reviewed pa
 # more about it than one in the body (the classic weighting of web search since Brin & Page)
 COLUMN_WEIGHTS = (4.0, 1.0, 2.0, 2.0)
 MAX_ANCHORS = 200  # distinct anchor texts indexed per page (a home page may have thousands)
-LINK_BATCH = 200_000  # links read at a time when refreshing anchors
+LINK_BATCH = 200_000  # rows of ``links`` (a page and target each) read at a time when refreshing anchors
 CRAWL_LINK_BATCH = 1_000  # the same during a crawl, which gives it a time budget (a batch takes about 1 ms)
 ANCHOR_SEPARATOR = " \u2029 "  # between anchor texts: no phrase runs from one into the next
 
@@ -137,7 +137,7 @@ class SearchIndex:
         """Give pages already indexed the anchor texts of links stored since the last call (up
         to the link ``upto``) that they were not indexed with, for up to about ``limit`` pages
         or ``seconds`` (a batch begun is finished: it always advances). Links are read in
-        batches of distinct (target, anchor) pairs: a menu repeated on every page brings none.
+        batches of distinct (target, anchor texts) pairs: a menu repeated on every page brings none.
         Call inside a transaction."""
         deadline = time.monotonic() + seconds if seconds is not None else None
         last = self._watermark("search_links_seen")
@@ -175,7 +175,7 @@ class SearchIndex:
         return self.db.execute("SELECT MAX(rowid) FROM links").fetchone()[0] or 0
 
     def anchors_behind(self) -> int:
-        """Links stored that :meth:`refresh_anchors` has not read yet."""
+        """Rows of ``links`` stored that :meth:`refresh_anchors` has not read yet."""
         return max(0, self.newest_link() - self._watermark("search_links_seen"))
 
     def caught_up(self, since: int) -> bool:
