@@ -144,7 +144,7 @@ def test_features_looked_up_in_bulk_are_scored_as_one_by_one(monkeypatch):
 
 
 @pytest.mark.skipif(IdTable is None, reason="the id table is not built (no compiler)")
-def test_the_id_table_finds_each_features_column_as_binary_search_does_as_the_model_grows(monkeypatch):
+def test_the_id_table_finds_each_features_column_as_binary_search_does_as_the_model_grows():
     """The table is made once per model and made again when a batch brings new features; ids it
     never saw (or negative ones) are -1; a pickled model leaves it behind."""
     rng = np.random.default_rng(5)

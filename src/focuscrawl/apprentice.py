@@ -36,6 +36,7 @@ from warcio.archiveiterator import ArchiveIterator
 from focuscrawl.learn import ModelError
 from focuscrawl.parse import DecodeError, Page, parse_html
 from focuscrawl.store import CrawlDir, Queries, open_existing
+from focuscrawl.store.link_instances import gathered
 from focuscrawl.text import Analyzer, LeafTerms
 
 try:
@@ -84,11 +85,8 @@ class LinkWindows(NamedTuple):
     def taking(self, wanted: list[int]) -> LinkWindows:
         """The windows of the links ``wanted`` (indices), gathered in one go: a page's instances
         are stored so, one array (no bytes cut per link, then joined again for the row)."""
-        bounds = self.bounds.astype(np.int64)
-        starts, lengths = bounds[:-1][wanted], np.diff(bounds)[wanted]
-        ends = np.cumsum(lengths)
-        gather = np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
-        return LinkWindows(self.features[gather], np.r_[0, ends].astype(np.int32))
+        at, bounds = gathered(self.bounds, wanted)
+        return LinkWindows(self.features[at], bounds.astype(np.int32))
 
 
 def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int = 5) -> LinkWindows:

@@ -45,11 +45,8 @@ class Links(NamedTuple):
 
     def taking(self, chosen: np.ndarray) -> Links:
         """The links at the indices ``chosen``, their ids gathered in one go."""
-        lengths = self.lengths()[chosen]
-        bounds = np.r_[0, np.cumsum(lengths)]
-        starts = np.repeat(self.bounds[:-1][chosen] - bounds[:-1], lengths)
-        return Links(self.targets[chosen], self.parents[chosen], self.features[starts + np.arange(bounds[-1])],
-                     bounds, self.moments[chosen])
+        at, bounds = gathered(self.bounds, chosen)
+        return Links(self.targets[chosen], self.parents[chosen], self.features[at], bounds, self.moments[chosen])
 
     def distinct(self) -> tuple[Links, np.ndarray]:
         """One link per target and bag of ids (a menu repeated on many pages), with the best
@@ -65,8 +62,22 @@ class Links(NamedTuple):
         return kept._replace(parents=best), np.diff(np.r_[starts, len(order)])
 
     def blobs(self) -> list[bytes]:
-        joined, bounds = self.features.tobytes(), (4 * self.bounds).tolist()
-        return [joined[bounds[i]:bounds[i + 1]] for i in range(len(self.targets))]
+        return blobs(self.features, self.bounds)
+
+
+def gathered(bounds: np.ndarray, chosen) -> tuple[np.ndarray, np.ndarray]:
+    """Of links whose ids lie end to end (link i's at ``bounds[i]:bounds[i + 1]``), where the ids of
+    the links ``chosen`` (indices) are, in one array, and the bounds of those links in it."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    lengths = np.diff(bounds)[chosen]
+    taken = np.r_[0, np.cumsum(lengths)]
+    return np.repeat(bounds[:-1][chosen] - taken[:-1], lengths) + np.arange(taken[-1]), taken
+
+
+def blobs(features: np.ndarray, bounds: np.ndarray) -> list[bytes]:
+    """Each link's ids (uint32, end to end as ``gathered`` takes them) as the bytes stored for it."""
+    joined, ends = np.asarray(features, dtype=np.uint32).tobytes(), (4 * np.asarray(bounds, dtype=np.int64)).tolist()
+    return [joined[ends[i]:ends[i + 1]] for i in range(len(ends) - 1)]
 
 
 def _mixed(values: np.ndarray) -> np.ndarray:

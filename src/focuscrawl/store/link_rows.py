@@ -20,16 +20,14 @@ def link_rows(source_id: int, targets: Iterable[int], anchors: Iterable[str], st
     as rows (source, target, anchor texts, leaf start, leaf end, nofollow): one per target and
     nofollow, with the leaf span of its first link and its links' distinct non-empty anchor texts
     in order."""
-    spans: dict[tuple[int, int], tuple[int, int]] = {}
-    texts: dict[tuple[int, int], dict[str, None]] = {}
+    rows: dict[tuple[int, int], tuple[int, int, dict[str, None]]] = {}  # (target, nofollow): first span, texts
     for key, anchor, start, end in zip(zip(targets, nofollows), anchors, starts, ends):
-        known = texts.get(key)
-        if known is None:
-            spans[key], texts[key] = (start, end), {anchor: None}
-        else:
-            known[anchor] = None
-    return [(source_id, target, ANCHOR_TEXTS_SEPARATOR.join(filter(None, texts[target, nofollow])), start, end,
-             nofollow) for (target, nofollow), (start, end) in spans.items()]
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = (start, end, {})
+        row[2][anchor] = None
+    return [(source_id, target, ANCHOR_TEXTS_SEPARATOR.join(filter(None, texts)), start, end, nofollow)
+            for (target, nofollow), (start, end, texts) in rows.items()]
 
 
 def anchor_texts(stored: str) -> list[str]:

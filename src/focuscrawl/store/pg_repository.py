@@ -32,7 +32,7 @@ from focuscrawl.store.layout import CrawlDir
 from focuscrawl.store.near_duplicates import PG_NEAR_DUPLICATES_SCHEMA, RunningRecords
 from focuscrawl.store.pg_frontier import LIVE_WORKERS, PgFrontier
 from focuscrawl.store.queries import FAILURE_ROWS, PortableQueries, failures_grouped, sample_with
-from focuscrawl.store.link_instances import Links, NewInstances
+from focuscrawl.store.link_instances import Links, NewInstances, blobs
 from focuscrawl.store.repository import WarcArchive, lock_directory
 from focuscrawl.store.schema import QUEUED, transaction, upgrade_schema
 from focuscrawl.store.schema import connect as connect_sqlite
@@ -303,10 +303,8 @@ class PgApprenticeInstances:
         row per distinct link of the crawl: a link the same as one stored counts as a copy of it
         (and keeps the better source's score). The fetch places nothing here: rows are learnt by
         their ids (:meth:`new_instances`)."""
-        blobs = Links(np.asarray(targets, dtype=np.int64), np.zeros(0), np.asarray(features, dtype=np.uint32),
-                      np.asarray(bounds, dtype=np.int64), np.zeros(0)).blobs()
         distinct: dict[tuple[int, bytes], list] = {}
-        for target, features in zip(targets, blobs):  # one statement may not update a row twice
+        for target, features in zip(targets, blobs(features, bounds)):  # one statement may not update a row twice
             distinct.setdefault((target, features), [source_id, target, features, score, 0])[4] += 1
         if distinct:
             columns = list(zip(*(distinct[key] for key in sorted(distinct))))  # two pages lock shared targets in one order

@@ -25,8 +25,6 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from itertools import compress
-from operator import and_, ne
 
 from focuscrawl.store.link_rows import anchor_texts
 from focuscrawl.store.near_duplicates import NearDuplicateRecords
@@ -438,12 +436,10 @@ class AnchorFollower:
         self.pairs: set[tuple[int, str]] = set()
 
     def found(self, rows: list[tuple]) -> None:
-        """Links being stored: (source, target, anchor texts, …) rows (:mod:`.link_rows`); a row with
-        anchor texts to another page is kept as its (target, anchor texts) pair (picked in C)."""
-        if self.active and rows:
-            sources, targets, anchors, *_ = zip(*rows)
-            wanted = map(and_, map(bool, anchors), map(ne, sources, targets))
-            self.pairs.update(compress(zip(targets, anchors), wanted))
+        """Links being stored: (source, target, anchor texts, …) rows (:mod:`.link_rows`, a page's
+        target each); a row with anchor texts to another page is kept as its (target, anchor texts) pair."""
+        if self.active:
+            self.pairs.update([(target, anchors) for source, target, anchors, *_ in rows if anchors and source != target])
 
     def follow(self, seconds: float) -> int:
         """Take in the pairs kept, then read older links for about ``seconds``; in a
