@@ -107,9 +107,10 @@ cdef inline bint ascii_letter(Py_UCS4 c) noexcept:
     return 0x61 <= (<unsigned int>c | 0x20) <= 0x7a
 
 
-def find_tags(str text):
+def find_tags(str text, bint lower=False):
     """The tags of ``text`` in order (``TAG.findall(text)``): "<", maybe "/", an ASCII letter,
-    then all up to white space (``str.isspace``), "/" or ">"."""
+    then all up to white space (``str.isspace``), "/" or ">"; with ``lower``, their names in lower
+    case (without lowering the whole page first)."""
     cdef Py_ssize_t n = len(text), i = 0, start, end
     cdef unsigned int kind = PyUnicode_KIND(text)
     cdef void *data = PyUnicode_DATA(text)
@@ -136,7 +137,9 @@ def find_tags(str text):
         name = text[start:end]
         pair = pairs.get(name)
         if pair is None:
-            pair = pairs[name] = (("", name), ("/", name))
+            if lower:
+                name = name.lower()
+            pair = pairs[text[start:end]] = (("", name), ("/", name))
         found.append((<tuple>pair)[closing])
         i = end
     return found
