@@ -148,7 +148,6 @@ class Page:
     title: str = ""
     text: str = ""
     leaves: list[str] = field(default_factory=list)
-    links: list[Link] = field(default_factory=list)
     base_href: str | None = None
     canonical: str | None = None
     refresh: str | None = None  # a <meta> refresh within REFRESH_REDIRECT_SECONDS: a redirect
@@ -158,6 +157,17 @@ class Page:
     # the terms of the leaves and the leaf of each, per analyzer settings: computed once for the
     # critic and the apprentice (``Analyzer.page_terms``)
     terms: dict = field(default_factory=dict, repr=False, compare=False)
+    # the links (``links``), or their columns as they came from another process (``link_columns``)
+    _links: list[Link] | None = field(default_factory=list, init=False, repr=False, compare=False)
+    _columns: tuple[tuple, ...] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def links(self) -> list[Link]:
+        """The page's links; those of a page that came from another process are made when first
+        asked for (a best-first crawl's process asks only for their columns)."""
+        if self._links is None:
+            self._links = list(map(_as_link, zip(*self._columns)))
+        return self._links
 
     def __getstate__(self) -> tuple:
         """Links travel as columns: a page judged in a worker comes back with hundreds of links
@@ -167,16 +177,18 @@ class Page:
 
     def link_columns(self) -> tuple[tuple, ...]:
         """The links as columns (URLs, anchor texts, leaf starts, leaf ends, nofollows), in C."""
-        return tuple(zip(*self.links)) or ((),) * len(Link._fields)
+        if self._links is None:
+            return self._columns
+        return tuple(zip(*self._links)) or ((),) * len(Link._fields)
 
     def __setstate__(self, state: tuple) -> None:
-        values, links = state
+        values, self._columns = state
         for name, value in zip(_PAGE_FIELDS, values):
             setattr(self, name, value)
-        self.links = list(map(_as_link, zip(*links)))
+        self._links = None
 
 
-_PAGE_FIELDS = tuple(name for name in Page.__slots__ if name != "links")
+_PAGE_FIELDS = tuple(name for name in Page.__slots__ if name not in ("_links", "_columns"))
 _as_link = partial(tuple.__new__, Link)  # a row of a page's link columns as a Link, in C
 
 

@@ -187,7 +187,7 @@ class PagePipeline:
             self.frontier.trim(max_queued)  # BINGO!: new links wait in a bucket, merged when it is full
         if scored is not None:
             self.apprentice.record(item.url_id, fetch_id, targets, scored, relevance)
-        if page.links:
+        if urls:
             self.store.record_links(link_rows(item.url_id, targets, anchors, starts, ends,
                                               repeat(1) if page.nofollow else map(int, nofollow)))
 
