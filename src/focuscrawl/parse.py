@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import string
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -101,13 +102,14 @@ CLOSES_P = frozenset(  # HTML5's start tags that close an open <p> (<table> too,
     "address article aside blockquote center details dialog dir div dl fieldset figcaption figure footer form h1 h2"
     " h3 h4 h5 h6 header hgroup hr listing main menu nav ol plaintext pre search section summary ul xmp".split())
 TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)")
+ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # (HTML5 lowers no other letter in a tag name)
 RULED = (SPECIAL | NOT_NESTING | RECORDED.keys() | TABLE_PARTS | RAW_TEXT | CLOSES.keys() | set(CLOSES.values()) | HEADINGS
          | CLOSES_P | KINDS_OF.keys() | {"rb", "rp", "rt", "rtc", "ruby", "option", "optgroup", "svg", "math"})
 PAIRED = {name: 1 if name in ("a", "nobr") else 3 for name in ("span abbr cite kbd var samp sub sup mark time label q dfn"
           " bdi bdo data ins del output small").split() + sorted(ACTIVE_FORMATTING) if name not in RULED}
 # (tags whose start and end tag the estimate pushes and pops alone: a pair is skipped while fewer of its kind are active)
-ENCLOSING = {"li": ("li", "p"), "dd": ("dd", "dt", "p"), "dt": ("dd", "dt", "p"), "p": ("p",)}  # (RECORDED tags
-# outside tables, and those their start tag closes: ``<li><a>…</a></li>``, 3 in 4 tags of a page of links, is skipped)
+ENCLOSING = {"li": ("li", "p"), "dd": ("dd", "dt", "p"), "dt": ("dd", "dt", "p"), "p": ("p",)}  # (the RECORDED
+# tags but cells, and those their start tag closes: ``<li><a>…</a></li>``, 3 in 4 tags of a page of links, is skipped)
 SPACE = r"[\t\n\f\r ]"  # HTML5's white space (``\s`` has more)
 FORMATTING_NAMES = tuple(sorted(FORMATTING, key=len, reverse=True))  # the longest first (a prefix of one is another)
 FORMATTING_ATTRIBUTES = re.compile(  # a formatting start tag with attributes, quoted values as HTML5 reads them
@@ -164,7 +166,8 @@ class Page:
     @property
     def links(self) -> list[Link]:
         """The page's links; those of a page that came from another process are made when first
-        asked for (a best-first crawl's process asks only for their columns)."""
+        asked for (the crawl's process asks only for their columns, unless it scores link contexts
+        or the apprentice's optional features)."""
         if self._links is None:
             self._links = list(map(_as_link, zip(*self._columns)))
         return self._links
@@ -257,11 +260,11 @@ def without_formatting_attributes(text: str) -> str:
 
 
 def find_tags(text: str, lower: bool = False) -> list[tuple[str, str]]:
-    """``TAG.findall(text)``, names in lower case if ``lower`` (in C when ``_tokens`` is built: a
-    quarter of the time, without lowering the page)."""
+    """``TAG.findall(text)``, with ``lower`` the names' ASCII letters in lower case as HTML5 reads
+    them (in C when ``_tokens`` is built: a quarter of the time, without lowering the page)."""
     if _tokens is not None:
         return _tokens.find_tags(text, lower)
-    return [(closing, name.lower()) for closing, name in TAG.findall(text)] if lower else TAG.findall(text)
+    return [(closing, name.translate(ASCII_LOWER)) for closing, name in TAG.findall(text)] if lower else TAG.findall(text)
 
 
 def html_tree(text: str) -> LexborHTMLParser | None:
@@ -659,21 +662,13 @@ def _base_url(page: Page) -> str:
 
 def resolve_href(base: str, href: str) -> str | None:
     """The canonical absolute URL of an href (None for fragments, javascript:, mailto: …);
-    equal to ``canonical_url(urljoin(base, href))``."""
-    if href.lstrip().startswith("?"):  # a query alone resolves against the base's own path
-        return _join(base, href.strip().partition("#")[0])
-    return _resolve_in(_folder(base), href)
-
-
-@lru_cache(maxsize=65536)
-def _resolve_in(folder: str, href: str) -> str | None:
-    """``resolve_href`` for an href that is not a query alone: it resolves the same against the
-    base's folder, and the pages of a folder share it (an index page's thousands of hrefs repeat
-    on its neighbours)."""
+    equal to ``canonical_url(urljoin(base, href.strip()))``."""
     href = href.strip()
     if not href or href.lower().startswith(UNFOLLOWABLE):
         return None
-    return _join(folder, href.partition("#")[0])
+    if href[0] != "?" and not href.startswith("//"):  # a path resolves against the base's folder: share the work
+        base = _folder(base)
+    return _join(base, href.partition("#")[0])
 
 
 @lru_cache(maxsize=4096)
