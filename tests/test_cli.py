@@ -207,6 +207,16 @@ def test_bench_explains_a_directory_that_is_not_a_test_web_in_one_line_and_leave
     assert set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*")) == before
 
 
+def test_a_bench_removes_its_temporary_directory_and_keeps_the_one_it_is_given(tmp_path):
+    before = set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*"))
+    run = focuscrawl("bench", "--pages", "20")
+    assert run.returncode == 0 and "directory" not in json.loads(run.stdout)
+    assert set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*")) == before
+    kept = focuscrawl("bench", "--pages", "20", "--out", tmp_path / "kept")
+    assert json.loads(kept.stdout)["directory"] == str(tmp_path / "kept" / "crawl")
+    assert (tmp_path / "kept" / "crawl" / "crawl.db").exists()
+
+
 CRAWL_COMMANDS = (("resume",), ("status",), ("export",), ("classify", "{dir}", "http://x/"), ("graph",), ("index",),
                   ("search", "{dir}", "socket"), ("organise", "duplicates"), ("organise", "filter", "{dir}", "--loss", "0.1"),
                   ("topics", "suggest"), ("seeds", "find", "{dir}", "--query", "socket"))

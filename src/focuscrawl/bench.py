@@ -148,20 +148,21 @@ def bench(pages: int, testweb: Path | None = None, concurrency: int = 64, strate
         name, topic = next(iter(read_topics(Path(testweb) / "topics.yml").items()))
     work = Path(directory or tempfile.mkdtemp(prefix="focuscrawl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    with _removed_on_failure(work if directory is None else None):
-        return _bench(pages, testweb, topic if testweb else None, name if testweb else None, concurrency, strategy,
-                      hosts, work, processes, order, near_duplicates)
+    with _removed_unless_kept(work if directory is None else None):
+        result = _bench(pages, testweb, topic if testweb else None, name if testweb else None, concurrency, strategy,
+                        hosts, work, processes, order, near_duplicates)
+    return result if directory is None else {**result, "directory": str(work / "crawl")}
 
 
 @contextmanager
-def _removed_on_failure(work: Path | None):
-    """A bench that fails leaves no temporary directory behind."""
+def _removed_unless_kept(work: Path | None):
+    """A bench leaves no temporary directory behind, whether it ends or fails (a crawl of the
+    small test web is about 150 MB; ``directory`` keeps one)."""
     try:
         yield
-    except BaseException:
+    finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
-        raise
 
 
 def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | None, concurrency: int, strategy: str,
@@ -217,5 +218,4 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         "processes": config.fetch.process_count,
         "order": config.frontier.order,
         "strategy": strategy,
-        "directory": str(out),
     }

@@ -304,7 +304,8 @@ def bench_command(
     concurrency: int = typer.Option(64, "--concurrency"),
     strategy: str = typer.Option("best-first", "--strategy"),
     hosts: int = typer.Option(8, "--hosts", help="hosts of the synthetic site"),
-    out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory here"),
+    out: Optional[Path] = typer.Option(None, "--out", help="keep the work directory (its crawl) here; without it,"
+                                       " a temporary one is removed"),
     processes: Optional[int] = typer.Option(None, "--processes", min=1, help="processes sharing the per-page work"
                                              " (fetch.processes; default: one per core)"),
     order: Optional[str] = typer.Option(None, "--order", help="frontier.order (default: the crawl default, band)"),
