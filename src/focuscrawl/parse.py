@@ -159,18 +159,21 @@ class Page:
     # the terms of the leaves and the leaf of each, per analyzer settings: computed once for the
     # critic and the apprentice (``Analyzer.page_terms``)
     terms: dict = field(default_factory=dict, repr=False, compare=False)
-    # the links (``links``), or their columns as they came from another process (``link_columns``)
+    # the links (``links``), or their columns as the parser made them or another process sent them
     _links: list[Link] | None = field(default_factory=list, init=False, repr=False, compare=False)
     _columns: tuple[tuple, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def links(self) -> list[Link]:
-        """The page's links; those of a page that came from another process are made when first
-        asked for (the crawl's process asks only for their columns, unless it scores link contexts
-        or the apprentice's optional features)."""
+        """The page's links, made when first asked for: the critic, the store and the frontier
+        want only their columns (``link_columns``); link contexts and the apprentice want more."""
         if self._links is None:
             self._links = list(map(_as_link, zip(*self._columns)))
         return self._links
+
+    def set_link_columns(self, columns: tuple[tuple, ...]) -> None:
+        """The page's links, as columns (URLs, anchor texts, leaf starts, leaf ends, nofollows)."""
+        self._links, self._columns = None, columns
 
     def __getstate__(self) -> tuple:
         """Links travel as columns: a page judged in a worker comes back with hundreds of links
@@ -185,10 +188,10 @@ class Page:
         return tuple(zip(*self._links)) or ((),) * len(Link._fields)
 
     def __setstate__(self, state: tuple) -> None:
-        values, self._columns = state
+        values, columns = state
         for name, value in zip(_PAGE_FIELDS, values):
             setattr(self, name, value)
-        self._links = None
+        self.set_link_columns(columns)
 
 
 _PAGE_FIELDS = tuple(name for name in Page.__slots__ if name not in ("_links", "_columns"))
@@ -695,11 +698,16 @@ def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
     """The page's leaves and the links of its anchors."""
     leaves, anchors = walk_leaves(root)
     page.leaves = leaves
+    targets, texts, starts, ends, nofollows = [], [], [], [], []
     for href, rel, start, end in anchors:
         target = resolve_href(base, href)
         if target is not None:
-            anchor = leaves[start] if start == end else " ".join(leaf for leaf in leaves[start:end + 1] if leaf)
-            page.links.append(_as_link((target, anchor, start, end, bool(rel) and "nofollow" in rel.lower().split())))
+            targets.append(target)
+            texts.append(leaves[start] if start == end else " ".join(leaf for leaf in leaves[start:end + 1] if leaf))
+            starts.append(start)
+            ends.append(end)
+            nofollows.append(bool(rel) and "nofollow" in rel.lower().split())
+    page.set_link_columns((tuple(targets), tuple(texts), tuple(starts), tuple(ends), tuple(nofollows)))
 
 
 def walk_in_c(root: LexborNode) -> tuple[list[str], list[tuple[str, str, int, int]]]:
