@@ -107,14 +107,11 @@ cdef inline bint ascii_letter(Py_UCS4 c) noexcept:
     return 0x61 <= (<unsigned int>c | 0x20) <= 0x7a
 
 
-ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")  # (HTML5 lowers no other letter)
-
-
-def find_tags(str text, bint lower=False):
+def find_tags(str text, dict lowering=None):
     """The tags of ``text`` in order (``TAG.findall(text)``): "<", maybe "/", an ASCII letter,
-    then all up to white space (``str.isspace``), "/" or ">"; with ``lower``, their names with
-    ASCII letters in lower case, as HTML5 reads them (without lowering the whole page first:
-    ``str.lower`` also makes "lin\u212a" (a Kelvin sign) "link", which does not nest)."""
+    then all up to white space (``str.isspace``), "/" or ">"; with ``lowering`` (``parse.ASCII_LOWER``),
+    their names with ASCII letters in lower case, as HTML5 reads them (without lowering the whole
+    page first: ``str.lower`` also makes "lin\u212a" (a Kelvin sign) "link", which does not nest)."""
     cdef Py_ssize_t n = len(text), i = 0, start, end
     cdef unsigned int kind = PyUnicode_KIND(text)
     cdef void *data = PyUnicode_DATA(text)
@@ -141,8 +138,8 @@ def find_tags(str text, bint lower=False):
         name = text[start:end]
         pair = pairs.get(name)
         if pair is None:
-            if lower:
-                name = name.lower() if name.isascii() else name.translate(ASCII_LOWER)
+            if lowering is not None:
+                name = name.lower() if name.isascii() else name.translate(lowering)
             pair = pairs[text[start:end]] = (("", name), ("/", name))
         found.append((<tuple>pair)[closing])
         i = end

@@ -134,8 +134,8 @@ class DecodeError(ValueError):
 
 
 class Link(NamedTuple):
-    """A tuple, so that a page's links cross between processes as columns and come back in C
-    (``Page.__setstate__``): an index page has thousands."""
+    """A tuple, so that a page's link columns become ``Link``s in C (``Page.links``): an index page
+    has thousands."""
 
     url: str
     anchor_text: str
@@ -266,7 +266,7 @@ def find_tags(text: str, lower: bool = False) -> list[tuple[str, str]]:
     """``TAG.findall(text)``, with ``lower`` the names' ASCII letters in lower case as HTML5 reads
     them (in C when ``_tokens`` is built: a quarter of the time, without lowering the page)."""
     if _tokens is not None:
-        return _tokens.find_tags(text, lower)
+        return _tokens.find_tags(text, ASCII_LOWER if lower else None)
     return [(closing, name.translate(ASCII_LOWER)) for closing, name in TAG.findall(text)] if lower else TAG.findall(text)
 
 
@@ -414,8 +414,8 @@ class _OpenElements(_Estimate):
             closing, name = tags[i]
             if closing:
                 self.end(name)
-            elif name in PAIRED and i < last and tags[i + 1] == ("/", name) and self._pushes_alone(name):
-                i += 1
+            elif name in PAIRED and (after := self._past_pairs(tags, i)) > i:
+                i = after - 1
             elif name in ENCLOSING and self._records_alone(name):
                 after = self._past_pairs(tags, i + 1)
                 if after <= last and tags[after] == ("/", name):
@@ -426,14 +426,13 @@ class _OpenElements(_Estimate):
                 self.start(name)
             i += 1
 
-    def _pushes_alone(self, name: str) -> bool:
-        """Whether a ``PAIRED`` element would be pushed and popped again with nothing else changed."""
-        return not self.closed and not self.foreign and len(self.stack) < MAX_NESTING and self.active[name] < PAIRED[name]
-
     def _past_pairs(self, tags: list[tuple[str, str]], i: int) -> int:
-        """Where the run of pairs that ``read`` would skip, from ``i`` on, ends."""
+        """Where the run of pairs that ``read`` skips, from ``i`` on, ends (``i``: none): ``PAIRED``
+        elements it would push and pop again with nothing else changed."""
+        if self.closed or self.foreign or len(self.stack) >= MAX_NESTING:
+            return i
         while i + 1 < len(tags) and not tags[i][0] and tags[i][1] in PAIRED and tags[i + 1] == ("/", tags[i][1]) \
-                and self._pushes_alone(tags[i][1]):
+                and self.active[tags[i][1]] < PAIRED[tags[i][1]]:
             i += 2
         return i
 
