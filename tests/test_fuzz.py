@@ -92,7 +92,8 @@ page_urls = st.tuples(st.sampled_from(["http://", "https://"]), st.sampled_from(
 
 TAGS = ["a", "area", "base", "link", "meta", "title", "head", "body", "html", "script", "style", "noscript", "template",
         "svg", "math", "table", "tr", "td", "caption", "select", "option", "textarea", "xmp", "plaintext", "iframe",
-        "frameset", "b", "i", "font", "code", "nobr", "p", "div", "li", "ul", "img", "br", "form", "button", "x-y", "T"]
+        "frameset", "b", "i", "font", "code", "nobr", "p", "div", "li", "ul", "img", "br", "form", "button", "x-y", "T",
+        "nav", "aside", "footer"]
 ENCODINGS = ["utf-8", "utf-16", "utf-16-le", "utf-16-be", "cp1252", "latin-1", "shift_jis", "koi8-r", "gb18030",
              "iso-2022-jp", "utf-7", "ascii", "cp037"]
 REFRESH = ["0;url=", "0; URL='", "5.5,", ".", "-1;", "99999999999999999999;url=", "0;url=\"'", "1 url=", "0,"]
@@ -101,7 +102,8 @@ attributes = st.one_of(
     st.tuples(st.just("content"), st.tuples(st.sampled_from(REFRESH), hrefs).map("".join)),
     st.sampled_from([("rel", "nofollow"), ("rel", "canonical"), ("rel", " NoFollow\tcanonical "), ("name", "robots"),
                      ("http-equiv", "refresh"), ("http-equiv", " REFRESH "), ("name", "ROBOTS"), ("content", "none"),
-                     ("content", "noindex, nofollow"), ("charset", "utf-16"), ("charset", "x-junk"), ("id", "1")]),
+                     ("content", "noindex, nofollow"), ("charset", "utf-16"), ("charset", "x-junk"), ("id", "1"),
+                     ("role", "navigation"), ("role", " main NAVIGATION\t"), ("role", "navigationx")]),
     st.tuples(st.from_regex(r"[a-z\-:\"'<=]{1,8}", fullmatch=True), junk_text),
 )
 
@@ -232,6 +234,8 @@ def test_a_hostile_page_is_judged_or_refused_and_keeps_the_invariants(payload, u
 @given(documents)
 @example("a<!-- x -->b<!---->c<b>d</b><!-- -->\xa0e<a href=x><script>y</script></a><a href></a>")
 @example("<p>\u2003a\x1cb  c</p><!--x-->\u3000d<a href=/ rel=nofollow><img></a><template><a href=t>t</a></template>")
+@example("<a href=x><nav><script>s</script></nav></a><nav><a href=y></a></nav><a href=z role=navigation></a>"
+         "<div role='x Navigation'><aside>n</aside></div>t<footer><svg role=navigation>v</svg></footer>")
 def test_the_leaf_walk_in_c_reads_hostile_markup_as_the_python_walk_does(document):
     try:
         tree = parse.html_tree(document)

@@ -58,6 +58,24 @@ def test_text_joins_non_empty_leaves_with_collapsed_whitespace():
     assert page.text == "many spaces next"
 
 
+def test_a_pages_navigation_is_numbered_and_followed_but_is_not_its_text():
+    page = parse("<nav><a href='/plot'>Plotting</a> <a href='/io'>IO</a></nav><h1>DataFrame.sum</h1>"
+                 "<div role=' Sidebar NAVIGATION'><p>Series</p><nav><p>nested</p></nav></div><p>Sum the values.</p>"
+                 "<aside>See also</aside><footer><a href='/c'>Copyright</a></footer><div role=main>end</div>")
+    assert page.leaves == ["Plotting", "IO", "DataFrame.sum", "Series", "nested", "Sum the values.", "See also",
+                           "Copyright", "end"]
+    assert page.navigation == ((0, 2), (3, 5), (6, 7), (7, 8))  # the outermost of nested ones
+    assert page.text == "DataFrame.sum Sum the values. end"
+    assert page.content_leaves() == ["", "", "DataFrame.sum", "", "", "Sum the values.", "", "", "end"]
+    assert [(link.url, link.anchor_text, link.leaf_start) for link in page.links] == [
+        ("http://example.com/plot", "Plotting", 0), ("http://example.com/io", "IO", 1), ("http://example.com/c", "Copyright", 7)]
+
+
+def test_a_page_that_is_all_navigation_keeps_its_whole_text():
+    page = parse("<nav><ul><li><a href='/a'>Tutorial</a></li><li><a href='/b'>Reference</a></li></ul></nav><footer></footer>")
+    assert page.text == "Tutorial Reference" and page.navigation == ()
+
+
 def test_title_whitespace_is_collapsed_and_title_is_not_a_leaf():
     page = parse("<html><head><title>\n  Hello \t\n World  </title></head><body><p>body</p></body></html>")
     assert page.title == "Hello World"
@@ -300,10 +318,11 @@ def test_page_without_meta_refresh_has_no_refresh():
 
 
 def test_a_page_sent_between_processes_comes_back_whole():
-    page = parse('<title>T</title><p>a <a href="/x" rel="nofollow">x</a> <a href="/y">y</a></p>')
+    page = parse('<title>T</title><p>a <a href="/x" rel="nofollow">x</a> <a href="/y">y</a></p><nav>menu</nav>')
     page.terms["key"] = [1, 2]
     back = pickle.loads(pickle.dumps(page))
     assert back == page and back.links == page.links and back.links[0].nofollow and back.terms == {"key": [1, 2]}
+    assert back.navigation == page.navigation == ((3, 4),)
     assert pickle.loads(pickle.dumps(parse(""))) == parse("")
 
 

@@ -28,13 +28,14 @@ COOKING = ["bake the bread dough with flour yeast butter and salt in the oven",
 
 def template_site(pages: int) -> dict[str, str]:
     """A site whose every page carries the same navigation (about regexes) and footer; page i is
-    about regexes when i is even, about cooking when odd, and links to the next four."""
+    about regexes when i is even, about cooking when odd, and links to the next four. Both are
+    <div>s: a <nav> or a <footer> is never a page's text (``parse.NAVIGATION``)."""
     site = {}
     for i in range(pages):
         body = (REGEX if i % 2 == 0 else COOKING)[i // 2 % 2]
         links = "".join(f"<li><a href='/p{j}'>next</a></li>" for j in range(i + 1, min(pages, i + 5)))
-        site[f"/p{i}"] = (f"<html><head><title>Page {i}</title></head><body><nav><p>{NAVIGATION}</p></nav>"
-                          f"<h1>Page {i}</h1><p>{body} number {i}</p><ul>{links}</ul><footer>{FOOTER}</footer></body></html>")
+        site[f"/p{i}"] = (f"<html><head><title>Page {i}</title></head><body><div class='menu'><p>{NAVIGATION}</p></div>"
+                          f"<h1>Page {i}</h1><p>{body} number {i}</p><ul>{links}</ul><div class='foot'>{FOOTER}</div></body></html>")
     return site
 
 

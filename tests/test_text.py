@@ -196,6 +196,21 @@ def test_a_pages_terms_bring_its_word_counts_for_the_language_check():
     assert stopword_score(page.terms[WORDS]) == stopword_score(page.text)
 
 
+def test_a_pages_terms_are_counted_without_its_navigation_whichever_way_they_are_read():
+    from focuscrawl.parse import parse_html
+    from focuscrawl.text import WORDS, word_counts
+
+    html = (b"<nav><a href=/p>Plotting</a> <a href=/b>box plots</a></nav><p>Sum the values</p>"
+            b"<div role=navigation>plotting</div><p>over the rows, plotting nothing</p><footer>plots</footer>")
+    analyzer = Analyzer()
+    from_words, from_leaf_terms = parse_html(html, "http://example.org/"), parse_html(html, "http://example.org/")
+    analyzer.page_terms(from_leaf_terms)  # the apprentice's leaf terms first
+    expected = analyzer.term_frequencies("Sum the values over the rows, plotting nothing")
+    assert analyzer.page_frequencies(from_words) == analyzer.page_frequencies(from_leaf_terms) == expected
+    assert expected["plot"] == 1 and "box" not in expected
+    assert from_words.terms[WORDS] == word_counts(from_words.text)  # the language check's words: the text's too
+
+
 def test_preview_keeps_the_best_sentences_by_their_terms_weights_in_page_order():
     from focuscrawl.text import topic_preview
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The leaf walk of ``focuscrawl.parse`` in C: the same leaves and anchors as its Python walk
+"""The leaf walk of ``focuscrawl.parse`` in C: the same leaves, anchors and navigation as its Python walk
 (``parse.walk_in_python``, the reference the tests hold this one to), 2.5 times faster
 (``benchmarks/parsers.py``: 0.49 against 1.29 ms a test-web page).
 
@@ -108,21 +108,29 @@ cdef class _Walk:
     cdef node_t *document
     cdef uintptr_t invisible[16]
     cdef uintptr_t link_tags[4]
-    cdef size_t invisible_count, link_tag_count
-    cdef list leaves, anchors, open_anchors
+    cdef uintptr_t navigation_tags[4]
+    cdef size_t invisible_count, link_tag_count, navigation_tag_count
+    cdef list leaves, anchors, open_anchors, navigation
+    cdef object navigation_role  # parse.navigation_role: whether a role attribute makes an element navigation
+    cdef node_t *navigation_node  # the outermost navigation element the walk is in, if any
+    cdef Py_ssize_t navigation_start
     cdef bint after_comment
     cdef node_t *last_text  # the text node of the last leaf of text
     cdef str last_merged  # that leaf's text if it joined two across a comment
 
-    def __cinit__(self, tuple invisible, tuple link_tags):
-        if len(invisible) > 16 or len(link_tags) > 4:
+    def __cinit__(self, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role):
+        if len(invisible) > 16 or len(link_tags) > 4 or len(navigation_tags) > 4:
             raise ValueError("too many tags for the C leaf walk")
         self.invisible_count, self.link_tag_count = len(invisible), len(link_tags)
+        self.navigation_tag_count = len(navigation_tags)
         for i, tag in enumerate(invisible):
             self.invisible[i] = tag
         for i, tag in enumerate(link_tags):
             self.link_tags[i] = tag
-        self.leaves, self.anchors, self.open_anchors = [], [], []
+        for i, tag in enumerate(navigation_tags):
+            self.navigation_tags[i] = tag
+        self.leaves, self.anchors, self.open_anchors, self.navigation = [], [], [], []
+        self.navigation_role, self.navigation_node, self.navigation_start = navigation_role, NULL, 0
         self.after_comment, self.last_text, self.last_merged = False, NULL, None
 
     cdef str text(self, node_t *node):
@@ -170,6 +178,13 @@ cdef class _Walk:
                 return True
         return False
 
+    cdef bint is_navigation(self, node_t *node, uintptr_t tag) except -1:
+        cdef size_t i
+        for i in range(self.navigation_tag_count):
+            if tag == self.navigation_tags[i]:
+                return True
+        return has_attribute(node, b"role", 4) and self.navigation_role(self.attribute(node, b"role"))
+
     cdef bint enter_text(self, node_t *node) except -1:
         """A text node's words are a leaf; text, comments, text: one leaf, as a browser shows it."""
         cdef size_t length = 0
@@ -210,6 +225,8 @@ cdef class _Walk:
         if kind != ELEMENT:  # a comment
             self.after_comment = True
             return False
+        if self.navigation_node == NULL and self.is_navigation(node, tag):
+            self.navigation_node, self.navigation_start = node, len(self.leaves)
         if self.is_link(tag) and has_attribute(node, b"href", 4):
             self.open_anchors.append((<uintptr_t> node, self.attribute(node, b"href"), self.attribute(node, b"rel"),
                                       len(self.leaves)))
@@ -219,12 +236,16 @@ cdef class _Walk:
         return child != NULL
 
     cdef void leave(self, node_t *node) except *:
-        """The walk is past the node's subtree: an anchor on it ends (an empty leaf if it had none)."""
+        """The walk is past the node's subtree: an anchor on it ends (an empty leaf if it had none),
+        then a navigation."""
         if self.open_anchors and self.open_anchors[-1][0] == <uintptr_t> node:
             _, href, rel, start = self.open_anchors.pop()
             if len(self.leaves) == start:
                 self.leaves.append("")
             self.anchors.append((href, rel, start, len(self.leaves) - 1))
+        if node == self.navigation_node:
+            self.navigation.append((self.navigation_start, len(self.leaves)))
+            self.navigation_node = NULL
 
     cdef void walk(self, node_t *root) except *:
         cdef node_t *node = root
@@ -249,9 +270,11 @@ cdef class _Walk:
                 node = parent(node)
 
 
-def walk(uintptr_t root, tuple invisible, tuple link_tags):
-    """The leaves under ``root`` (a node's ``mem_id``) and its anchors as (href, rel, first leaf,
-    last leaf), in the order they end; ``invisible`` and ``link_tags`` are lexbor tag ids."""
-    walker = _Walk(invisible, link_tags)
+def walk(uintptr_t root, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role):
+    """The leaves under ``root`` (a node's ``mem_id``), its anchors as (href, rel, first leaf, last
+    leaf) in the order they end, and its navigation as ranges of leaves; ``invisible``,
+    ``link_tags`` and ``navigation_tags`` are lexbor tag ids, ``navigation_role`` tells a role
+    attribute's value that makes an element navigation."""
+    walker = _Walk(invisible, link_tags, navigation_tags, navigation_role)
     walker.walk(<node_t *> root)
-    return walker.leaves, walker.anchors
+    return walker.leaves, walker.anchors, tuple(walker.navigation)

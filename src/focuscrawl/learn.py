@@ -515,7 +515,7 @@ class Critic:
         if relevance < RELEVANT or not weights:
             return Judgement(relevance)
         analyzer = counts.analyzer
-        return Judgement(relevance, preview=topic_preview(page.leaves, weights, analyzer, terms=analyzer.known_terms(page))
+        return Judgement(relevance, preview=topic_preview(page.content_leaves(), weights, analyzer, terms=analyzer.known_terms(page))
                          or None)
 
     def save(self, path: Path) -> None:

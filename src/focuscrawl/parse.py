@@ -41,6 +41,12 @@ except ImportError:  # the same: the tags are found by the expression
 
 INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "math")
 LINK_TAGS = ("a", "area")
+# A page's navigation (HTML's <nav>, <aside> and <footer>, and ARIA's role="navigation", as
+# Readability and trafilatura drop them): its leaves are numbered and its links followed, but its
+# words are not the page's text. A site's sidebar repeats on every page: on pandas' API pages it
+# is 72 % of the words and lists the plotting methods, so every page read as being about plotting.
+NAVIGATION = ("nav", "aside", "footer")
+NAVIGATION_ROLE = "navigation"
 UNFOLLOWABLE = ("javascript:", "mailto:", "data:", "tel:", "#")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
@@ -126,6 +132,13 @@ def _tag_ids(names: tuple[str, ...]) -> frozenset[int]:
 
 INVISIBLE_IDS = _tag_ids(INVISIBLE)
 LINK_IDS = _tag_ids(LINK_TAGS)
+NAVIGATION_IDS = _tag_ids(NAVIGATION)
+
+
+def navigation_role(role: str) -> bool:
+    """An element with this ``role`` attribute is navigation (ARIA's roles are a list of tokens,
+    matched without regard to ASCII case)."""
+    return NAVIGATION_ROLE in role.translate(ASCII_LOWER).split()
 
 
 class DecodeError(ValueError):
@@ -156,6 +169,8 @@ class Page:
     noindex: bool = False
     nofollow: bool = False
     charset: str = "utf-8"
+    # the leaves of the page's navigation (NAVIGATION), as ranges [start, end): not in its text
+    navigation: tuple[tuple[int, int], ...] = ()
     # the terms of the leaves and the leaf of each, per analyzer settings: computed once for the
     # critic and the apprentice (``Analyzer.page_terms``)
     terms: dict = field(default_factory=dict, repr=False, compare=False)
@@ -170,6 +185,15 @@ class Page:
         if self._links is None:
             self._links = list(map(_as_link, zip(*self._columns)))
         return self._links
+
+    def content_leaves(self) -> list[str]:
+        """The leaves, those of the page's navigation blank (numbered as ``leaves``)."""
+        if not self.navigation or not self.leaves:  # (a judged page comes back to the crawl without its leaves)
+            return self.leaves
+        leaves = list(self.leaves)
+        for start, end in self.navigation:
+            leaves[start:end] = [""] * (end - start)
+        return leaves
 
     def set_link_columns(self, columns: tuple[tuple, ...]) -> None:
         """The page's links, as columns (URLs, anchor texts, leaf starts, leaf ends, nofollows)."""
@@ -251,7 +275,10 @@ def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_
         _read_leaves(tree.root, page, base=_base_url(page))
     page.noindex = "noindex" in directives or "none" in directives
     page.nofollow = "nofollow" in directives or "none" in directives
-    page.text = " ".join(leaf for leaf in page.leaves if leaf)
+    page.text = " ".join(filter(None, page.content_leaves()))
+    if not page.text and page.navigation:  # all of it is navigation: then that is what the page says
+        page.navigation = ()
+        page.text = " ".join(filter(None, page.leaves))
     return page
 
 
@@ -694,8 +721,8 @@ def _join(base: str, href: str) -> str | None:
 
 
 def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
-    """The page's leaves and the links of its anchors."""
-    leaves, anchors = walk_leaves(root)
+    """The page's leaves, the links of its anchors and where its navigation is."""
+    leaves, anchors, page.navigation = walk_leaves(root)
     page.leaves = leaves
     targets, texts, starts, ends, nofollows = [], [], [], [], []
     for href, rel, start, end in anchors:
@@ -709,33 +736,43 @@ def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
     page.set_link_columns((tuple(targets), tuple(texts), tuple(starts), tuple(ends), tuple(nofollows)))
 
 
-def walk_in_c(root: LexborNode) -> tuple[list[str], list[tuple[str, str, int, int]]]:
-    """``walk_in_python``'s leaves and anchors, walked in C (``_leafwalk``, when it is built)."""
-    return _leafwalk.walk(root.mem_id, _INVISIBLE_TUPLE, _LINK_TUPLE)
+Walked = tuple[list[str], list[tuple[str, str, int, int]], tuple[tuple[int, int], ...]]
 
 
-_INVISIBLE_TUPLE, _LINK_TUPLE = tuple(INVISIBLE_IDS), tuple(LINK_IDS)  # (the C walk copies them into arrays)
+def walk_in_c(root: LexborNode) -> Walked:
+    """``walk_in_python``'s leaves, anchors and navigation, walked in C (``_leafwalk``, when it is built)."""
+    return _leafwalk.walk(root.mem_id, _INVISIBLE_TUPLE, _LINK_TUPLE, _NAVIGATION_TUPLE, navigation_role)
 
 
-def walk_in_python(root: LexborNode) -> tuple[list[str], list[tuple[str, str, int, int]]]:
-    """The leaves under ``root`` and its anchors as (href, rel, first leaf, last leaf), in the order
-    they end: one pass in document order. lexbor's traversal yields no end events, so an anchor is
-    closed when the walk reaches the node after its subtree, and so is a skipped invisible one.
-    The reference for ``_leafwalk``'s walk in C, and the walk where that is not built."""
+_INVISIBLE_TUPLE, _LINK_TUPLE, _NAVIGATION_TUPLE = tuple(INVISIBLE_IDS), tuple(LINK_IDS), tuple(NAVIGATION_IDS)
+# (the C walk copies them into arrays)
+
+
+def walk_in_python(root: LexborNode) -> Walked:
+    """The leaves under ``root``, its anchors as (href, rel, first leaf, last leaf) in the order
+    they end, and its navigation as ranges of leaves [start, end) (the outermost of nested ones):
+    one pass in document order. lexbor's traversal yields no end events, so an anchor or a
+    navigation is closed when the walk reaches the node after its subtree, and so is a skipped
+    invisible one. The reference for ``_leafwalk``'s walk in C, and the walk where that is not built."""
     leaves: list[str] = []
     anchors: list[tuple[str, str, int, int]] = []
-    open_anchors: list[tuple[int, str, str, int]] = []  # (node after it, href, rel, first leaf)
+    navigation: list[tuple[int, int]] = []
+    open_elements: list[tuple[int, str | None, str, int]] = []  # (node after it, href or None for a navigation, rel, first leaf)
+    navigating = False
+    roles = {node.mem_id for node in root.css("[role]") if navigation_role(node.attributes.get("role") or "")}
     skip_until = 0  # the node after an invisible subtree being skipped
     after_comment, last_text = False, ""  # text, a comment, text: one text in a browser ("foo<!-- -->bar")
     for node in root.traverse(include_text=True, skip_empty=True):
-        if skip_until or open_anchors:
+        if skip_until or open_elements:
             position = node.mem_id
             if skip_until:
                 if position != skip_until:
                     continue
                 skip_until = 0
-            while open_anchors and open_anchors[-1][0] == position:
-                _close_anchor(leaves, anchors, *open_anchors.pop()[1:])
+            while open_elements and open_elements[-1][0] == position:
+                _, href, rel, start = open_elements.pop()
+                _close(leaves, anchors, navigation, href, rel, start)
+                navigating = navigating and href is not None
         if node.is_text_node:
             content = node.text_content
             if after_comment and _continues_text(node):
@@ -754,19 +791,26 @@ def walk_in_python(root: LexborNode) -> tuple[list[str], list[tuple[str, str, in
         if not node.is_element_node:  # a comment (``_continues_text`` checks what lies between)
             after_comment = True
             continue
+        if not navigating and (tag in NAVIGATION_IDS or node.mem_id in roles):
+            open_elements.append((_after(node), None, "", len(leaves)))
+            navigating = True
         if tag in LINK_IDS:
             attributes = node.attributes
             if "href" in attributes:
-                open_anchors.append((_after(node), attributes["href"] or "", attributes.get("rel") or "", len(leaves)))
+                open_elements.append((_after(node), attributes["href"] or "", attributes.get("rel") or "", len(leaves)))
         child = node.child
         if child is None or (not child.is_element_node and _is_empty(node)):
             leaves.append("")
-    while open_anchors:
-        _close_anchor(leaves, anchors, *open_anchors.pop()[1:])
-    return leaves, anchors
+    while open_elements:
+        _close(leaves, anchors, navigation, *open_elements.pop()[1:])
+    return leaves, anchors, tuple(navigation)
 
 
-def _close_anchor(leaves: list[str], anchors: list, href: str, rel: str, start: int) -> None:
+def _close(leaves: list[str], anchors: list, navigation: list, href: str | None, rel: str, start: int) -> None:
+    """An anchor ends (href None: a navigation)."""
+    if href is None:
+        navigation.append((start, len(leaves)))
+        return
     if len(leaves) == start:  # only invisible content (a script): the anchor is an empty leaf
         leaves.append("")
     anchors.append((href, rel, start, len(leaves) - 1))

@@ -281,7 +281,7 @@ class TaxonomyModel:
     def judge(self, page) -> Judgement:
         """The crawler's question: how relevant is this page, to which topic, and its preview."""
         assignment = self.assign(page.text, self.analyzer.page_frequencies(page))
-        preview = self.preview(page.leaves, assignment.topic) if assignment.topic else None
+        preview = self.preview(page.content_leaves(), assignment.topic) if assignment.topic else None
         return Judgement(assignment.relevance, assignment.topic, assignment.confidence, preview or None)
 
     def child(self, topic: str) -> ChildModel | None:

@@ -44,8 +44,9 @@ def without_template(page: Page, template: frozenset[int], keys: Sequence[int] |
     if not template:
         return None
     keys = leaf_keys(page.leaves) if keys is None else keys
-    kept = [leaf for leaf, key in zip(page.leaves, keys) if leaf and key not in template]
-    if not kept or len(kept) == sum(1 for leaf in page.leaves if leaf):
+    leaves = page.content_leaves()  # (its navigation is not its text anyway)
+    kept = [leaf for leaf, key in zip(leaves, keys) if leaf and key not in template]
+    if not kept or len(kept) == sum(1 for leaf in leaves if leaf):
         return None
     return Page(url=page.url, title=page.title, text=" ".join(kept), leaves=kept)
 

@@ -125,8 +125,21 @@ class LeafTerms(NamedTuple):
     def terms(self) -> list[str]:
         return np.array(self.vocabulary, dtype=object)[self.codes].tolist() if self.vocabulary else []
 
-    def frequencies(self) -> dict[str, int]:
-        return dict(zip(self.vocabulary, np.bincount(self.codes, minlength=len(self.vocabulary)).tolist()))
+    def frequencies(self, navigation: tuple[tuple[int, int], ...] = ()) -> dict[str, int]:
+        """The terms' counts, those in the leaves of ``navigation`` (a page's) left out."""
+        if not navigation:
+            return dict(zip(self.vocabulary, np.bincount(self.codes, minlength=len(self.vocabulary)).tolist()))
+        return _counted(self.vocabulary, self.codes[_outside(self.leaf, navigation)])
+
+
+def _outside(leaf: np.ndarray, navigation: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Per word, whether its leaf is outside the ranges [start, end) of ``navigation`` (in order, apart)."""
+    return np.searchsorted(np.array(navigation, dtype=np.int64).ravel(), leaf, side="right") % 2 == 0
+
+
+def _counted(names: list[str], codes: np.ndarray) -> dict[str, int]:
+    """The names whose codes occur, with how often."""
+    return {name: count for name, count in zip(names, np.bincount(codes, minlength=len(names)).tolist()) if count}
 
 
 _step = threading.local()  # ``frequencies``: the memo of a thread inside ``remembered_frequencies``
@@ -244,10 +257,11 @@ class Analyzer:
     def _page_frequencies(self, page) -> dict[str, int]:
         analysed = page.terms.get(self.terms_key)
         if analysed is not None:
-            return analysed.frequencies()
+            return analysed.frequencies(page.navigation)
         words = page.terms.get(WORDS)
-        if words is None and page.leaves and page.text == " ".join(filter(None, page.leaves)):
-            words = page_tokens(page).counts
+        if words is None and page.leaves and page.text == " ".join(filter(None, page.content_leaves())):
+            page_tokens(page)
+            words = page.terms[WORDS]
         return self.term_frequencies(page.text, words)
 
     def term_frequencies(self, text: str, words: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -309,11 +323,12 @@ def _leaf_tokens(leaves: list[str]) -> Coded:
 
 def page_tokens(page) -> Coded:
     """The words of a parsed page's leaves, coded (``_leaf_tokens``), kept on the page; their
-    counts are its ``word_counts`` too (its text is its non-empty leaves joined) unless counted
-    already."""
+    counts outside its navigation are its ``word_counts`` too (its text is those leaves joined)
+    unless counted already."""
     if TOKENS not in page.terms:
-        page.terms[TOKENS] = _leaf_tokens(page.leaves)
-        page.terms.setdefault(WORDS, page.terms[TOKENS].counts)
+        coded = page.terms[TOKENS] = _leaf_tokens(page.leaves)
+        page.terms.setdefault(WORDS, _counted(list(coded.counts), coded.codes[_outside(coded.leaf, page.navigation)])
+                              if page.navigation else coded.counts)
     return page.terms[TOKENS]
 
 
