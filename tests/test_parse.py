@@ -60,11 +60,11 @@ def test_text_joins_non_empty_leaves_with_collapsed_whitespace():
 
 def test_a_pages_navigation_is_numbered_and_followed_but_is_not_its_text():
     page = parse("<nav><a href='/plot'>Plotting</a> <a href='/io'>IO</a></nav><h1>DataFrame.sum</h1>"
-                 "<div role=' Sidebar NAVIGATION'><p>Series</p><nav><p>nested</p></nav></div><p>Sum the values.</p>"
-                 "<aside>See also</aside><footer><a href='/c'>Copyright</a></footer><div role=main>end</div>")
+                 "<div role=' NAVIGATION sidebar'><p>Series</p><nav><p>nested</p></nav></div><p>Sum the values.</p>"
+                 "<aside>See also</aside><footer><a href='/c'>Copyright</a></footer><div role='main navigation'>end</div>")
     assert page.leaves == ["Plotting", "IO", "DataFrame.sum", "Series", "nested", "Sum the values.", "See also",
                            "Copyright", "end"]
-    assert page.navigation == ((0, 2), (3, 5), (6, 7), (7, 8))  # the outermost of nested ones
+    assert page.navigation == ((0, 2), (3, 5), (6, 7), (7, 8))  # the outermost of nested ones; ARIA's first role
     assert page.text == "DataFrame.sum Sum the values. end"
     assert page.content_leaves() == ["", "", "DataFrame.sum", "", "", "Sum the values.", "", "", "end"]
     assert [(link.url, link.anchor_text, link.leaf_start) for link in page.links] == [

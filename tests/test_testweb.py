@@ -231,8 +231,8 @@ def _lxml_reading(body: bytes, url: str) -> tuple[str, list[tuple[str, str]]]:
     return "".join("".join(root.itertext()).split()) or whole, links
 
 
-NAVIGATION_XPATH = ("//*[self::nav or self::aside or self::footer or contains(concat(' ', normalize-space("
-                    "translate(@role, 'NAVIGTO', 'navigto')), ' '), ' navigation ')]")
+NAVIGATION_XPATH = ("//*[self::nav or self::aside or self::footer or substring-before(concat(normalize-space("
+                    "translate(@role, 'NAVIGTO', 'navigto')), ' '), ' ') = 'navigation']")
 
 
 def test_the_parser_reads_the_text_and_links_lxml_reads_on_real_pages(small_web):

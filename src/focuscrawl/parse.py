@@ -117,6 +117,7 @@ PAIRED = {name: 1 if name in ("a", "nobr") else 3 for name in ("span abbr cite k
 ENCLOSING = {"li": ("li", "p"), "dd": ("dd", "dt", "p"), "dt": ("dd", "dt", "p"), "p": ("p",)}  # (the RECORDED
 # tags but cells, and those their start tag closes: ``<li><a>…</a></li>``, 3 in 4 tags of a page of links, is skipped)
 SPACE = r"[\t\n\f\r ]"  # HTML5's white space (``\s`` has more)
+FIRST_TOKEN = re.compile(rf"{SPACE}*([^\t\n\f\r ]*)")
 FORMATTING_NAMES = tuple(sorted(FORMATTING, key=len, reverse=True))  # the longest first (a prefix of one is another)
 FORMATTING_ATTRIBUTES = re.compile(  # a formatting start tag with attributes, quoted values as HTML5 reads them
     rf"<((?i:{'|'.join(FORMATTING_NAMES)}))[\t\n\f\r /]"
@@ -136,9 +137,9 @@ NAVIGATION_IDS = _tag_ids(NAVIGATION)
 
 
 def navigation_role(role: str) -> bool:
-    """An element with this ``role`` attribute is navigation (ARIA's roles are a list of tokens,
-    matched without regard to ASCII case)."""
-    return NAVIGATION_ROLE in role.translate(ASCII_LOWER).split()
+    """An element with this ``role`` attribute is navigation: its first token (ARIA takes the first
+    role it knows, of tokens parted by ASCII white space) is "navigation", in any ASCII case."""
+    return FIRST_TOKEN.match(role).group(1).translate(ASCII_LOWER) == NAVIGATION_ROLE
 
 
 class DecodeError(ValueError):
@@ -187,7 +188,8 @@ class Page:
         return self._links
 
     def content_leaves(self) -> list[str]:
-        """The leaves, those of the page's navigation blank (numbered as ``leaves``)."""
+        """The leaves, those of the page's navigation blank (numbered as ``leaves``; ``leaves``
+        itself when it has none)."""
         if not self.navigation or not self.leaves:  # (a judged page comes back to the crawl without its leaves)
             return self.leaves
         leaves = list(self.leaves)

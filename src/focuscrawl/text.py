@@ -133,7 +133,8 @@ class LeafTerms(NamedTuple):
 
 
 def _outside(leaf: np.ndarray, navigation: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """Per word, whether its leaf is outside the ranges [start, end) of ``navigation`` (in order, apart)."""
+    """Per word, whether its leaf is outside the ranges [start, end) of ``navigation`` (in order;
+    a range may be empty or touch the next)."""
     return np.searchsorted(np.array(navigation, dtype=np.int64).ravel(), leaf, side="right") % 2 == 0
 
 
