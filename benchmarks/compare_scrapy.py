@@ -41,7 +41,8 @@ def main() -> None:
     pairs = []
     for _ in range(args.runs):
         ours = bench(args.pages, args.testweb, args.concurrency, processes=args.processes, order=args.order)
-        pairs.append(({k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "cores_used",
+        pairs.append(({k: ours[k] for k in ("pages", "pages_per_second", "cpu_seconds_per_page", "start_cpu_seconds",
+                                            "cpu_seconds_per_page_after_start", "cores_used",
                                             "pages_per_second_per_core", "peak_rss_mb", "processes", "order", "breakdown")},
                       scrapy_crawl(args.testweb, args.pages, args.concurrency)))
     ratios = [round(ours["pages_per_second"] / scrapy["pages_per_second"], 2) for ours, scrapy in pairs]

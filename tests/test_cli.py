@@ -213,8 +213,12 @@ def test_a_bench_removes_its_temporary_directory_and_keeps_the_one_it_is_given(t
     assert run.returncode == 0 and "directory" not in json.loads(run.stdout)
     assert set(Path(tempfile.gettempdir()).glob("focuscrawl-bench-*")) == before
     kept = focuscrawl("bench", "--pages", "20", "--out", tmp_path / "kept")
-    assert json.loads(kept.stdout)["directory"] == str(tmp_path / "kept" / "crawl")
+    result = json.loads(kept.stdout)
+    assert result["directory"] == str(tmp_path / "kept" / "crawl")
     assert (tmp_path / "kept" / "crawl" / "crawl.db").exists()
+    start = sqlite3.connect(tmp_path / "kept" / "start" / "crawl.db").execute("SELECT COUNT(*) FROM fetches").fetchone()[0]
+    assert start == 1 and 0 < result["start_cpu_seconds"] < result["crawler_cpu_seconds"]  # a crawl of one page
+    assert result["cpu_seconds_per_page_after_start"] < result["cpu_seconds_per_page"]
 
 
 CRAWL_COMMANDS = (("resume",), ("status",), ("export",), ("classify", "{dir}", "http://x/"), ("graph",), ("index",),

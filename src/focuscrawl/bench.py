@@ -168,23 +168,30 @@ def _removed_unless_kept(work: Path | None):
 def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | None, concurrency: int, strategy: str,
            hosts: int, work: Path, processes: int | None, order: str | None, near_duplicates: bool) -> dict:
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
-    try:
+
+    def configured(budget: int):
+        """The crawl's config for this page budget, written beside it: (path, config)."""
         if testweb:
             data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes},
-                                        "store": {"near_duplicates": near_duplicates}}, pages, server.host_map,
+                                        "store": {"near_duplicates": near_duplicates}}, budget, server.host_map,
                                 None, concurrency, order)
             config = validate_config(data, f"bench on topic {name}")
         else:
             config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
-                                  budget={"max_pages": pages}, politeness={"min_interval": 0.0},
+                                  budget={"max_pages": budget}, politeness={"min_interval": 0.0},
                                   fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes},
                                   store={"near_duplicates": near_duplicates},
                                   **({"frontier": {"order": order}} if order else {}))
-        dump_config(config, work / "bench.yml")
+        dump_config(config, work / f"bench-{budget}.yml")
+        return work / f"bench-{budget}.yml", config
+
+    try:
         out = work / "crawl"
+        path, config = configured(pages)
         started = _cpu_seconds(server.process.pid)  # loading the web's map is not serving it
-        usage, wall, watch = _crawl(work / "bench.yml", out)
+        usage, wall, watch = _crawl(path, out)
         server_cpu = _cpu_seconds(server.process.pid) - started
+        start_usage, _, _ = _crawl(configured(1)[0], work / "start")  # what a crawl costs whatever its pages
         with closing(read_only(out)) as db:
             urls, first, last, fetched = Queries(db).fetch_summary()
             stages = json.loads(Queries(db).meta()["stage_seconds"])
@@ -194,12 +201,15 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         server.close()
     crawl_seconds = last - first
     cpu = usage.ru_utime + usage.ru_stime
+    start_cpu = start_usage.ru_utime + start_usage.ru_stime
     cores_used = cpu / wall
     return {
         "web": str(testweb) if testweb else f"synthetic site of {pages} pages on {hosts} hosts",
         "pages": fetched,
         "pages_per_second": round(fetched / crawl_seconds, 1),
         "cpu_seconds_per_page": round(cpu / fetched, 5),
+        "start_cpu_seconds": round(start_cpu, 2),  # a crawl of one page: start-up (imports, the critic's training), end
+        "cpu_seconds_per_page_after_start": round((cpu - start_cpu) / max(1, fetched - 1), 5),
         "cores_used": round(cores_used, 2),  # the crawler's CPU seconds over its run, start-up included
         "pages_per_second_per_core": round(fetched / crawl_seconds / cores_used, 1),
         "peak_rss_mb": round(watch.peak_rss_bytes / 2**20, 1),  # all its processes together
