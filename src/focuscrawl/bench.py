@@ -26,7 +26,7 @@ from pathlib import Path
 
 import aiohttp
 
-from focuscrawl.config import dump_config, validate_config
+from focuscrawl.config import CrawlConfig, dump_config, validate_config
 from focuscrawl.evaluate.harness import ServedTestWeb, crawl_config, read_topics
 from focuscrawl.fetch.http import HostMapResolver
 from focuscrawl.store import Queries, crawl_status, read_only
@@ -165,25 +165,32 @@ def _removed_unless_kept(work: Path | None):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _bench_config(budget: int, server, testweb: Path | None, topic: dict | None, name: str | None, concurrency: int,
+                  strategy: str, work: Path, processes: int | None, order: str | None,
+                  near_duplicates: bool) -> tuple[Path, CrawlConfig]:
+    """The bench crawl's config for this page budget, written in ``work``: (its path, it)."""
+    if testweb:
+        data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes},
+                                    "store": {"near_duplicates": near_duplicates}}, budget, server.host_map,
+                            None, concurrency, order)
+        config = validate_config(data, f"bench on topic {name}")
+    else:
+        config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
+                              budget={"max_pages": budget}, politeness={"min_interval": 0.0},
+                              fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes},
+                              store={"near_duplicates": near_duplicates},
+                              **({"frontier": {"order": order}} if order else {}))
+    path = work / f"bench-{budget}.yml"
+    dump_config(config, path)
+    return path, config
+
+
 def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | None, concurrency: int, strategy: str,
            hosts: int, work: Path, processes: int | None, order: str | None, near_duplicates: bool) -> dict:
     server = ServedTestWeb(testweb) if testweb else _SyntheticServer(pages, hosts)
-
-    def configured(budget: int):
-        """The crawl's config for this page budget, written beside it: (path, config)."""
-        if testweb:
-            data = crawl_config(topic, {"strategy": strategy, "fetch": {"processes": processes},
-                                        "store": {"near_duplicates": near_duplicates}}, budget, server.host_map,
-                                None, concurrency, order)
-            config = validate_config(data, f"bench on topic {name}")
-        else:
-            config = topic_config(server.site, server.port, work / "examples", strategy=strategy,
-                                  budget={"max_pages": budget}, politeness={"min_interval": 0.0},
-                                  fetch={"loopback_only": True, "concurrency": concurrency, "processes": processes},
-                                  store={"near_duplicates": near_duplicates},
-                                  **({"frontier": {"order": order}} if order else {}))
-        dump_config(config, work / f"bench-{budget}.yml")
-        return work / f"bench-{budget}.yml", config
+    def configured(budget: int) -> tuple[Path, CrawlConfig]:
+        return _bench_config(budget, server, testweb, topic, name, concurrency, strategy, work, processes, order,
+                             near_duplicates)
 
     try:
         out = work / "crawl"
@@ -209,7 +216,7 @@ def _bench(pages: int, testweb: Path | None, topic: dict | None, name: str | Non
         "pages_per_second": round(fetched / crawl_seconds, 1),
         "cpu_seconds_per_page": round(cpu / fetched, 5),
         "start_cpu_seconds": round(start_cpu, 2),  # a crawl of one page: start-up (imports, the critic's training), end
-        "cpu_seconds_per_page_after_start": round((cpu - start_cpu) / max(1, fetched - 1), 5),
+        "cpu_seconds_per_page_after_start": round(max(0.0, cpu - start_cpu) / max(1, fetched - 1), 5),
         "cores_used": round(cores_used, 2),  # the crawler's CPU seconds over its run, start-up included
         "pages_per_second_per_core": round(fetched / crawl_seconds / cores_used, 1),
         "peak_rss_mb": round(watch.peak_rss_bytes / 2**20, 1),  # all its processes together
