@@ -174,7 +174,10 @@ def _check_page(page: parse.Page, url: str) -> None:
     for text in (page.title, page.text, *page.leaves):
         text.encode("utf-8")  # no lone surrogate: the store and the search index take UTF-8
         assert text == " ".join(text.split())
-    assert page.text == " ".join(leaf for leaf in page.leaves if leaf)
+    assert page.text == " ".join(leaf for leaf in page.content_leaves() if leaf)  # its navigation left out
+    bounds = [bound for navigation in page.navigation for bound in navigation]
+    assert bounds == sorted(bounds) and all(0 <= bound <= len(page.leaves) for bound in bounds)
+    assert page.text or not page.navigation  # a page of nothing but navigation keeps its whole text
     for target in (page.canonical, page.refresh):
         assert target is None or _is_canonical(target)
     for link in page.links:
@@ -195,6 +198,9 @@ def _check_terms(page: parse.Page) -> None:
     if len(page.leaves) <= 300:  # leaf by leaf is slow on a page of thousands
         per_leaf = [(i, term) for i, leaf in enumerate(page.leaves) for term in analyzer.terms(leaf)]
         assert list(zip(analysed.leaf.tolist(), analysed.terms())) == per_leaf
+    fresh = pickle.loads(pickle.dumps(page))
+    fresh.terms.clear()  # its words counted from its leaves, not from the leaf terms
+    assert analyzer.page_frequencies(page) == analyzer.page_frequencies(fresh) == analyzer.term_frequencies(page.text)
     windows = page_link_windows(analyzer, page, d_max)
     assert len(windows.bounds) == len(page.links) + 1 and windows.bounds[0] == 0
     assert windows.bounds[-1] == len(windows.features) and np.all(np.diff(windows.bounds) >= 0)
@@ -224,6 +230,9 @@ def _check_judged(body: bytes, url: str, charset: str | None, robots_header: str
          "http://h.test/")  # a base that splits but has no port: canonical_url(base) raised out of parse_html
 @example((b"<p>x", "\x00", ""), "http://h.test/")  # a NUL in the header's charset: codecs.lookup raised ValueError
 @example((("<div>" * 10_000 + "x" + "</div>" * 10_000).encode(), None, ""), "http://h.test/")
+@example((b"<nav>Plots <a href=/p>box plots</a></nav>sum<footer><nav>x</nav></footer><aside></aside>"
+          b"<p role=navigation>y</p>the rows", None, ""), "http://h.test/")  # text around navigation
+@example((b"<nav>all of it <a href=/p>navigation</a></nav>", None, ""), "http://h.test/")
 def test_a_hostile_page_is_judged_or_refused_and_keeps_the_invariants(payload, url):
     body, charset, robots_header = payload
     _check_judged(body, url, charset, robots_header)
