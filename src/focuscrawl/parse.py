@@ -774,7 +774,8 @@ def walk_in_python(root: LexborNode) -> Walked:
             while open_elements and open_elements[-1][0] == position:
                 _, href, rel, start = open_elements.pop()
                 _close(leaves, anchors, navigation, href, rel, start)
-                navigating = navigating and href is not None
+                if href is None:  # (the navigation it was in)
+                    navigating = False
         if node.is_text_node:
             content = node.text_content
             if after_comment and _continues_text(node):

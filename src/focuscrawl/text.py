@@ -129,18 +129,16 @@ class LeafTerms(NamedTuple):
         """The terms' counts, those in the leaves of ``navigation`` (a page's) left out."""
         if not navigation:
             return dict(zip(self.vocabulary, np.bincount(self.codes, minlength=len(self.vocabulary)).tolist()))
-        return _counted(self.vocabulary, self.codes[_outside(self.leaf, navigation)])
+        return _counted_outside(self.vocabulary, self.codes, self.leaf, navigation)
 
 
-def _outside(leaf: np.ndarray, navigation: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """Per word, whether its leaf is outside the ranges [start, end) of ``navigation`` (in order;
-    a range may be empty or touch the next)."""
-    return np.searchsorted(np.array(navigation, dtype=np.int64).ravel(), leaf, side="right") % 2 == 0
-
-
-def _counted(names: list[str], codes: np.ndarray) -> dict[str, int]:
-    """The names whose codes occur, with how often."""
-    return {name: count for name, count in zip(names, np.bincount(codes, minlength=len(names)).tolist()) if count}
+def _counted_outside(names: list[str], codes: np.ndarray, leaf: np.ndarray,
+                     navigation: tuple[tuple[int, int], ...]) -> dict[str, int]:
+    """The names whose codes occur in a leaf outside the ranges [start, end) of ``navigation`` (in
+    order; a range may be empty or touch the next), with how often."""
+    outside = np.searchsorted(np.array(navigation, dtype=np.int64).ravel(), leaf, side="right") % 2 == 0
+    counts = np.bincount(codes[outside], minlength=len(names)).tolist()
+    return {name: count for name, count in zip(names, counts) if count}
 
 
 _step = threading.local()  # ``frequencies``: the memo of a thread inside ``remembered_frequencies``
@@ -328,7 +326,7 @@ def page_tokens(page) -> Coded:
     unless counted already."""
     if TOKENS not in page.terms:
         coded = page.terms[TOKENS] = _leaf_tokens(page.leaves)
-        page.terms.setdefault(WORDS, _counted(list(coded.counts), coded.codes[_outside(coded.leaf, page.navigation)])
+        page.terms.setdefault(WORDS, _counted_outside(list(coded.counts), coded.codes, coded.leaf, page.navigation)
                               if page.navigation else coded.counts)
     return page.terms[TOKENS]
 
