@@ -443,34 +443,45 @@ class _OpenElements(_Estimate):
             closing, name = tags[i]
             if closing:
                 self.end(name)
-            elif name in PAIRED and (after := self._past_pairs(tags, i)) > i:
+            elif (name in PAIRED or name in ENCLOSING) and (after := self._past_skipped(tags, i)) > i:
                 i = after - 1
-            elif name in ENCLOSING and self._records_alone(name):
-                after = self._past_pairs(tags, i + 1)
-                if after <= last and tags[after] == ("/", name):
-                    i = after
-                else:
-                    self.start(name)
             else:
                 self.start(name)
             i += 1
 
-    def _past_pairs(self, tags: list[tuple[str, str]], i: int) -> int:
-        """Where the run of pairs that ``read`` skips, from ``i`` on, ends (``i``: none): ``PAIRED``
-        elements it would push and pop again with nothing else changed."""
+    def _past_skipped(self, tags: list[tuple[str, str]], i: int) -> int:
+        """Where the run of tags that ``read`` skips, from ``i`` on, ends (``i``: none): ``PAIRED``
+        pairs, and ``ENCLOSING`` elements with only such pairs in them (in C when ``_tokens`` is
+        built: skipping changes nothing, so a run is found in one call)."""
         if self.closed or self.foreign or len(self.stack) >= MAX_NESTING:
             return i
-        while i + 1 < len(tags) and not tags[i][0] and tags[i][1] in PAIRED and tags[i + 1] == ("/", tags[i][1]) \
-                and self.active[tags[i][1]] < PAIRED[tags[i][1]]:
-            i += 2
+        if _tokens is not None:
+            return _tokens.past_skipped(tags, i, PAIRED, self.active, ENCLOSING, self._records_alone)
+        while i < len(tags):
+            if self._skipped_pair(tags, i):
+                i += 2
+                continue
+            closing, name = tags[i]
+            if closing or name not in ENCLOSING or not self._records_alone(name):
+                break
+            end = i + 1
+            while self._skipped_pair(tags, end):
+                end += 2
+            if end == len(tags) or tags[end] != ("/", name):
+                break
+            i = end + 1
         return i
+
+    def _skipped_pair(self, tags: list[tuple[str, str]], i: int) -> bool:
+        """A ``PAIRED`` start tag at ``i`` with its end tag next, fewer of its kind active than it allows."""
+        return (i + 1 < len(tags) and not tags[i][0] and tags[i][1] in PAIRED and tags[i + 1] == ("/", tags[i][1])
+                and self.active[tags[i][1]] < PAIRED[tags[i][1]])
 
     def _records_alone(self, name: str) -> bool:
         """Whether the start tag of an ``ENCLOSING`` element, and its end tag right after (or after
         pairs skipped), would only record it and forget it again: nothing recorded that it closes,
-        nothing recorded as deep as the stack, nothing to reopen, no SVG or MathML."""
-        if self.closed or self.foreign or len(self.stack) >= MAX_NESTING:
-            return False
+        nothing recorded as deep as the stack (and, as ``_past_skipped`` checks first, nothing to
+        reopen, no SVG or MathML)."""
         return not self.since or (all(tag not in self.since for tag in ENCLOSING[name])
                                   and max(depth for depth, _ in self.since.values()) < len(self.stack))
 
