@@ -14,10 +14,12 @@ the page targets, minutes for the others). Every crash found becomes an ``@examp
 from __future__ import annotations
 
 import codecs
+import importlib.util
 import math
 import os
 import pickle
 import re
+from pathlib import Path
 from unittest import mock
 from urllib.parse import urljoin, urlsplit
 
@@ -28,13 +30,14 @@ from hypothesis import strategies as st
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser
 
-from focuscrawl import parse
+from focuscrawl import nesting, parse
 from focuscrawl.apprentice import page_link_windows
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.hosts import Hosts
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.judging import Judge
-from focuscrawl.parse import ACTIVE_FORMATTING, DecodeError, resolve_href
+from focuscrawl.nesting import ACTIVE_FORMATTING
+from focuscrawl.parse import DecodeError, resolve_href
 
 LONG = os.environ.get("FOCUSCRAWL_FUZZ") == "long"
 
@@ -376,7 +379,7 @@ def _tree_counts(tree: LexborHTMLParser) -> tuple[int, int, int]:
     counted = every = formatting = 0
     for node in tree.root.traverse():
         parent = depths.get(node.parent.mem_id, (0, 0)) if node.parent is not None else (0, 0)
-        depth = depths[node.mem_id] = (parent[0] + (node.tag not in parse.NOT_NESTING and node.tag not in IMPLIED),
+        depth = depths[node.mem_id] = (parent[0] + (node.tag not in nesting.NOT_NESTING and node.tag not in IMPLIED),
                                        parent[1] + (node.tag not in IMPLIED))
         counted, every = max(counted, depth[0]), max(every, depth[1])
         formatting += node.tag in ACTIVE_FORMATTING
@@ -385,10 +388,9 @@ def _tree_counts(tree: LexborHTMLParser) -> tuple[int, int, int]:
 
 def _refused(text: str, max_nesting: int, max_reopened: int) -> bool:
     """Whether the estimate, checking every page, refuses ``text`` under these limits."""
-    limits = {"NESTING_CHECK_TAGS": -1, "ALIKE_FORMATTING_TAGS": 10**9, "MAX_NESTING": max_nesting,
-              "MAX_REOPENED": max_reopened}
     try:
-        with mock.patch.multiple(parse, **limits):
+        with mock.patch.multiple(parse, NESTING_CHECK_TAGS=-1, ALIKE_FORMATTING_TAGS=10**9), \
+                mock.patch.multiple(nesting, MAX_NESTING=max_nesting, MAX_REOPENED=max_reopened):
             parse.html_tree(text)
     except DecodeError:
         return True
@@ -414,28 +416,42 @@ def test_the_estimate_is_never_below_the_nesting_and_reopening_of_the_tree_lexbo
     assert reopened <= 0 or _refused(text, (reopened - 1) // (2 * per_level), (reopened - 1) // 2)
 
 
-def _estimate_after(tags: list[tuple[str, str]], read: bool):
+ESTIMATE_STATE = ("stack", "kept", "every", "at", "live", "marks", "foreign", "since", "active", "closed", "reopened", "raw")
+
+
+def _python_nesting():
+    """``focuscrawl.nesting`` from its source, as Python runs it (``import`` takes the compiled one when it is built)."""
+    spec = importlib.util.spec_from_file_location("nesting_in_python", Path(nesting.__file__).with_name("nesting.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NESTING_IN_PYTHON = _python_nesting()
+
+
+def _estimate_after(tags: list[tuple[str, str]], read: bool, module=nesting):
     """The estimate's whole state after ``tags`` (or the refusal), read with its shortcut for pairs
     or one tag at a time; the limits are small so that both are reached."""
-    with mock.patch.multiple(parse, MAX_NESTING=7, MAX_REOPENED=12):
-        elements = parse._OpenElements()
+    with mock.patch.multiple(module, MAX_NESTING=7, MAX_REOPENED=12):
+        elements = module.OpenElements()
         try:
             if read:
                 elements.read(tags)
             else:
                 for closing, name in tags:
                     elements.end(name) if closing else elements.start(name)
-        except DecodeError as refusal:
+        except module.NestingError as refusal:
             return str(refusal)
     state = {key: {k: v for k, v in value.items() if v} if isinstance(value, dict) else value  # (no empty entries)
-             for key, value in vars(elements).items()}
+             for key, value in ((key, getattr(elements, key)) for key in ESTIMATE_STATE)}
     state["since"] = list(elements.since.items())  # (its order counts)
     return state
 
 
 paired_tags = st.sampled_from(MODEL_TAGS + ["em", "nobr", "svg", "span", "q"])
 pairs = paired_tags.map(lambda name: [("", name), ("/", name)])
-enclosing = st.tuples(st.sampled_from(sorted(parse.ENCLOSING)), st.lists(pairs, max_size=3)).map(  # <li><a></a></li>
+enclosing = st.tuples(st.sampled_from(sorted(nesting.ENCLOSING)), st.lists(pairs, max_size=3)).map(  # <li><a></a></li>
     lambda element: [("", element[0]), *(tag for pair in element[1] for tag in pair), ("/", element[0])])
 tag_streams = st.lists(st.one_of(st.tuples(st.sampled_from(["", "/"]), paired_tags).map(lambda tag: [tag]), pairs,
                                  enclosing),
@@ -451,11 +467,17 @@ tag_streams = st.lists(st.one_of(st.tuples(st.sampled_from(["", "/"]), paired_ta
 def test_the_estimates_shortcuts_for_pairs_and_list_items_change_nothing(tags):
     """``_OpenElements.read`` skips a pair it would push and pop alone, and a list item (or a
     paragraph) it would only record and forget with such pairs in it; the state after (or the
-    refusal) is the one of reading every tag, whether the runs skipped are found in C or in Python."""
-    every_tag = _estimate_after(tags, read=False)
-    assert _estimate_after(tags, read=True) == every_tag
-    with mock.patch.object(parse, "_tokens", None):
-        assert _estimate_after(tags, read=True) == every_tag
+    refusal) is the one of reading every tag."""
+    assert _estimate_after(tags, read=True) == _estimate_after(tags, read=False)
+
+
+@fuzz(500)
+@given(tag_streams)
+@example([("", "h2"), ("", "h1"), ("/", "h3"), ("/", "h2")])  # (an end tag of a heading closes the latest one)
+def test_the_compiled_estimate_reads_tags_as_its_python_source_does(tags):
+    """Where a C compiler built ``focuscrawl.nesting``, it is held to its source run by Python."""
+    for read in (True, False):
+        assert _estimate_after(tags, read) == _estimate_after(tags, read, NESTING_IN_PYTHON)
 
 
 def test_formatting_elements_left_open_are_not_reopened_in_every_later_block():

@@ -16,17 +16,12 @@ character is one ``str.isalnum`` accepts or ``_``, a digit one ``str.isdecimal``
 tuples are made once a page, not once a tag.
 
 ``parse.FORMATTING_ATTRIBUTES.sub``: a large page without the attributes of its formatting tags.
-
-``parse._OpenElements._past_skipped``: where a run of the tags that the estimate skips ends (the
-pairs and list items of an index page: 1.3 million ``<li><a></a></li>`` on 253 small-web pages).
 """
 
 from libc.stdint cimport int64_t
 
 import numpy as np
 
-from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
 from cpython.unicode cimport (Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, Py_UNICODE_TOLOWER,
                               PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_KIND, PyUnicode_READ)
 
@@ -231,49 +226,3 @@ def without_attributes(str text, tuple names):
         return text
     pieces.append(text[last:])
     return "".join(pieces)
-
-
-cdef inline bint skipped_pair(list tags, Py_ssize_t i, Py_ssize_t n, dict paired, object active) except -1:
-    """A start tag of ``paired`` at ``i``, its end tag next, with fewer of its kind ``active`` than
-    ``paired`` allows."""
-    cdef PyObject *limit
-    cdef PyObject *count
-    if i + 1 >= n:
-        return False
-    start, end = <tuple>tags[i], <tuple>tags[i + 1]
-    if start[0] or end[0] != "/" or end[1] != start[1]:
-        return False
-    limit = PyDict_GetItem(paired, start[1])
-    if limit == NULL:
-        return False
-    count = PyDict_GetItem(active, start[1])  # (a Counter: a dict)
-    return (0 if count == NULL else <object>count) < <object>limit
-
-
-def past_skipped(list tags, Py_ssize_t i, dict paired, object active, dict enclosing, alone):
-    """``_OpenElements._past_skipped`` from ``i``, for an estimate whose stack may take more, with
-    no formatting elements to reopen and no SVG or MathML open: ``paired`` (``PAIRED``) and
-    ``active`` (its active formatting elements) tell a pair it skips, ``enclosing`` (``ENCLOSING``)
-    and ``alone`` (its ``_records_alone``, asked once a name: skipping changes nothing) an
-    element it skips with such pairs in it."""
-    cdef Py_ssize_t n = len(tags), j
-    asked = {}
-    while i < n:
-        if skipped_pair(tags, i, n, paired, active):
-            i += 2
-            continue
-        closing, name = <tuple>tags[i]
-        if closing or name not in enclosing:
-            break
-        known = asked.get(name)
-        if known is None:
-            known = asked[name] = bool(alone(name))
-        if not known:
-            break
-        j = i + 1
-        while skipped_pair(tags, j, n, paired, active):
-            j += 2
-        if j >= n or (<tuple>tags[j])[0] != "/" or (<tuple>tags[j])[1] != name:
-            break
-        i = j + 1
-    return i
