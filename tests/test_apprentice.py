@@ -34,7 +34,8 @@ from conftest import instance_arrays, learnt_at_once, linking, running
 def link_features(leaf_terms, spans, d_max=5):
     """⟨t, d⟩ feature ids of every link given its leaf span: the crawl's two steps (windows in the
     worker, the links wanted in the crawl's process) in one."""
-    return wanted_features(link_windows(leaf_terms, spans, d_max), list(range(len(spans))))
+    return wanted_features(link_windows(leaf_terms, [s for s, _ in spans], [e for _, e in spans], d_max),
+                           list(range(len(spans))))
 
 D_MAX = 5
 WIDTH = 2 * D_MAX + 1

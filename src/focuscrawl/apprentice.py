@@ -25,7 +25,7 @@ import logging
 import pickle
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
@@ -89,16 +89,16 @@ class LinkWindows(NamedTuple):
         return LinkWindows(self.features[at], bounds.astype(np.int32))
 
 
-def link_windows(leaf_terms: LeafTerms, spans: list[tuple[int, int]], d_max: int = 5) -> LinkWindows:
-    """The windows of all links (given their leaf spans) gathered with array arithmetic."""
+def link_windows(leaf_terms: LeafTerms, starts: Sequence[int], ends: Sequence[int], d_max: int = 5) -> LinkWindows:
+    """The windows of all links (given their leaf spans: first and last leaves) gathered with array arithmetic."""
     position = leaf_terms.leaf
-    starts = np.array([s for s, _ in spans], dtype=np.int64)
-    ends = np.array([e for _, e in spans], dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
     low = np.searchsorted(position, starts - d_max, "left")
     high = np.searchsorted(position, ends + d_max, "right")
     lengths = high - low
     bounds = np.r_[0, np.cumsum(lengths)]
-    owner = np.repeat(np.arange(len(spans)), lengths)
+    owner = np.repeat(np.arange(len(starts)), lengths)
     token = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
@@ -110,8 +110,8 @@ def page_link_windows(analyzer: Analyzer, page, d_max: int = 5) -> LinkWindows:
     """``link_windows`` of all the page's links, kept on the page (made where it was judged)."""
     key = ("link windows", analyzer.language, analyzer.stem, d_max)
     if key not in page.terms:
-        page.terms[key] = link_windows(analyzer.page_terms(page), [(link.leaf_start, link.leaf_end) for link in page.links],
-                                       d_max)
+        _, _, starts, ends, _ = page.link_columns()  # (not ``page.links``: a Link made per link cost more than the windows)
+        page.terms[key] = link_windows(analyzer.page_terms(page), starts, ends, d_max)
     return page.terms[key]
 
 
@@ -174,7 +174,7 @@ def every_link_features(analyzer: Analyzer, page, d_max: int = 5, url_words: boo
     """``page_link_features`` of all the page's links, as the apprentice scores them; without the
     optional families, the page's windows as they are (no array per link cut and joined again)."""
     if url_words or topic is not None:
-        return page_link_features(analyzer, page, list(range(len(page.links))), d_max, url_words, topic)
+        return page_link_features(analyzer, page, list(range(page.link_count)), d_max, url_words, topic)
     return page_link_windows(analyzer, page, d_max)
 
 

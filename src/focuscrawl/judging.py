@@ -116,7 +116,7 @@ class Judge:
             if self.analyzer is not None:
                 page_link_windows(self.analyzer, page, self.apprentice_settings.d_max)
             judged.judgement = self.critic.judge(judged_page)
-            if self.link_model is not None and page.links:
+            if self.link_model is not None and page.link_count:
                 judged.link_priorities = self._link_priorities(page, judged.judgement)
                 judged.link_model_tag = self.link_model_tag
         if self.sign:
@@ -135,7 +135,7 @@ class Judge:
         settings = self.apprentice_settings
         features = every_link_features(self.analyzer, page, settings.d_max, settings.url_words,
                                        page_topic(judgement, settings.class_features))
-        return self.link_model.priority(features, np.full(len(page.links), judgement.relevance))
+        return self.link_model.priority(features, np.full(page.link_count, judgement.relevance))
 
     def _keep_what_the_crawl_needs(self, page: Page) -> None:
         """A judged page goes back to the crawl's process (pickled, when judged in a worker) with

@@ -151,6 +151,11 @@ class Page:
         process more than storing them."""
         return tuple(getattr(self, name) for name in _PAGE_FIELDS), self.link_columns()
 
+    @property
+    def link_count(self) -> int:
+        """How many links the page has (none made for it)."""
+        return len(self.link_columns()[0])
+
     def link_columns(self) -> tuple[tuple, ...]:
         """The links as columns (URLs, anchor texts, leaf starts, leaf ends, nofollows), in C."""
         if self._links is None:
