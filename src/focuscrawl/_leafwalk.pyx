@@ -18,16 +18,16 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 import selectolax.lexbor
 
-ctypedef void node_t
-ctypedef node_t *(*step_f)(node_t *)
-ctypedef uintptr_t (*tag_id_f)(node_t *)
-ctypedef int (*type_f)(node_t *)
-ctypedef unsigned char *(*text_f)(node_t *, size_t *)
-ctypedef void *(*free_text_f)(node_t *, unsigned char *)
+ctypedef void node_t  # (lexbor's functions raise no Python exception: noexcept spares a check after each call)
+ctypedef node_t *(*step_f)(node_t *) noexcept
+ctypedef uintptr_t (*tag_id_f)(node_t *) noexcept
+ctypedef int (*type_f)(node_t *) noexcept
+ctypedef unsigned char *(*text_f)(node_t *, size_t *) noexcept
+ctypedef void *(*free_text_f)(node_t *, unsigned char *) noexcept
 ctypedef void attr_t
-ctypedef attr_t *(*first_attribute_f)(node_t *)
-ctypedef attr_t *(*next_attribute_f)(attr_t *)
-ctypedef const unsigned char *(*attr_string_f)(attr_t *, size_t *)
+ctypedef attr_t *(*first_attribute_f)(node_t *) noexcept
+ctypedef attr_t *(*next_attribute_f)(attr_t *) noexcept
+ctypedef const unsigned char *(*attr_string_f)(attr_t *, size_t *) noexcept
 
 cdef enum:  # DOM's node types, as lexbor numbers them
     ELEMENT = 1
