@@ -322,18 +322,16 @@ def test_fast_scoring_equals_scikit_learns_own(classifier):
     critic = Critic(classifier).fit(NETWORK, BAKING)
     pages = critic.model_[:-1].transform(NETWORK + BAKING + [ON_TOPIC, OFF_TOPIC, ""])
     learner = critic.model_[-1]
-    if classifier.startswith("svm"):  # (trained on the kernel's matrix: against libsvm's own kernel)
-        libsvm = SVC(kernel=learner.kernel, C=learner.C, degree=learner.degree, gamma=1.0, coef0=0.0)
-        libsvm.fit(critic.model_[:-1].transform(NETWORK + BAKING), [1] * len(NETWORK) + [0] * len(BAKING))
-        ours, theirs = learner.decision_function(pages), libsvm.decision_function(pages)
+    if classifier.startswith("svm"):  # (trained on the kernel's matrix: scikit-learn's SVC on the same matrix)
+        examples = critic.model_[:-1].transform(NETWORK + BAKING)
+        libsvm = SVC(kernel="precomputed", C=learner.C).fit(learner._kernel(examples, examples),
+                                                            [1] * len(NETWORK) + [0] * len(BAKING))
+        ours, theirs = learner.decision_function(pages), libsvm.decision_function(learner._kernel(pages, examples))
     elif classifier.startswith("nn"):
         ours, theirs = learner.predict_proba(pages), MLPClassifier.predict_proba(learner, pages)
     else:
         ours, theirs = learner.predict_proba(pages), MultinomialNB.predict_proba(learner, pages)
-    if classifier.startswith("svm"):  # two solutions of one problem: as close as libsvm's stopping tolerance (1e-3)
-        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-3)
-    else:
-        np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
 
 
 def test_term_counts_equal_scikit_learns_count_vectorizer():

@@ -255,9 +255,7 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
             scores = cross_val_predict(svm, pages, y, cv=StratifiedKFold(self.folds), method="decision_function")
         else:
             scores = None
-        svm.fit(pages, y)
-        dual_coef = svm.dual_coef_.toarray() if sparse.issparse(svm.dual_coef_) else svm.dual_coef_
-        self._keep_plain_arrays(X[svm.support_], np.asarray(dual_coef).ravel(), float(svm.intercept_[0]))
+        self._keep_plain_arrays(svm.fit(pages, y), X[svm.support_])
         positive = y == self.classes_[1]
         self.sigmoid_ = platt_sigmoid(scores, positive) if scores is not None else (0.0, 0.0)
         if self.sigmoid_[0] >= 0:  # no cross-validation, or folds too small to rank: an inverted or flat fit
@@ -273,22 +271,22 @@ class PlattSVM(ClassifierMixin, BaseEstimator):
             return products ** self.degree
         raise ValueError(f"PlattSVM has no kernel {self.kernel!r} (linear, poly)")
 
-    def _keep_plain_arrays(self, support_vectors, dual_coef: np.ndarray, intercept: float) -> None:
-        """g(x) = Σ α_i y_i K(s_i, x) + b kept as plain arrays, so scoring one page is one product:
-        w·x for the linear kernel (w dense), (S·x)^p for Weka's polynomial (x·y)^p."""
+    def _keep_plain_arrays(self, svm: SVC, support_vectors) -> None:
+        """g(x) = Σ α_i y_i K(s_i, x) + b of a fitted ``svm`` kept as plain arrays, so scoring one
+        page is one product: w·x for the linear kernel (w dense), (S·x)^p for Weka's polynomial
+        (x·y)^p. ``support_vectors``: the s_i (the svm keeps none when it was given the kernel's matrix)."""
+        dual_coef = np.asarray(svm.dual_coef_.toarray() if sparse.issparse(svm.dual_coef_) else svm.dual_coef_).ravel()
         if self.kernel == "linear":
             self.weights_ = np.asarray(sparse.csr_matrix(support_vectors).T @ dual_coef).ravel()
         else:
             self.support_vectors_ = sparse.csr_matrix(support_vectors)
             self.dual_coef_ = dual_coef
-        self.intercept_ = intercept
+        self.intercept_ = float(svm.intercept_[0])
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         if "svm_" in state and "weights_" not in state and "dual_coef_" not in state:  # pickled before they were kept
-            svm = self.svm_
-            dual_coef = svm.dual_coef_.toarray() if sparse.issparse(svm.dual_coef_) else svm.dual_coef_
-            self._keep_plain_arrays(svm.support_vectors_, np.asarray(dual_coef).ravel(), float(svm.intercept_[0]))
+            self._keep_plain_arrays(self.svm_, self.svm_.support_vectors_)
 
     def decision_function(self, X) -> np.ndarray:
         if self.kernel == "linear":
