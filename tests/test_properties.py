@@ -60,6 +60,16 @@ def test_link_resolution_matches_urljoin_then_canonical_url(base, path, prefix, 
     assert resolve_href(base, href) == expected, (base, href)
 
 
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["http://h.test/a/b.html", "https://h.test:8443/a/?q=1", "http://h.test/a/b.html?x=/y#z"]),
+       st.sampled_from(["", " ", "#", "//h2.test", "javascript:", "Mailto:", "?", "../"]), st.text(" \t#?/.:abx%", max_size=12))
+def test_a_link_resolves_as_its_href_up_to_the_fragment_does(base, prefix, rest):
+    """What lets a page resolve each href without its fragment once (``parse._read_leaves``)."""
+    href = prefix + rest
+    assert resolve_href(base, href) == resolve_href(base, href.strip().partition("#")[0]), (base, href)
+
+
 plain_looking = st.builds(  # URLs near the plain form: some plain, some a character or a dot segment away
     "{}://{}{}/{}".format, st.sampled_from(["http", "https", "https", "HTTP", "ftp"]),
     st.one_of(st.from_regex(r"[a-z0-9_-]{1,8}(\.[a-z0-9]{1,4}){0,2}", fullmatch=True),

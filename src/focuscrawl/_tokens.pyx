@@ -19,6 +19,7 @@ tuples are made once a page, not once a tag.
 """
 
 from libc.stdint cimport int64_t
+from libc.string cimport memset
 
 import numpy as np
 
@@ -158,6 +159,12 @@ cdef inline bint is_attribute_stop(Py_UCS4 c) noexcept:
     return c == 0x3e or c == 0x22 or c == 0x27 or c == 0x3d  # > " ' =
 
 
+cdef inline Py_UCS4 folded_letter(Py_UCS4 c) noexcept:
+    """The ASCII lower-case letter ``same_letter`` takes ``c`` for, if any (else 0)."""
+    c = Py_UNICODE_TOLOWER(c)
+    return c if c < 128 else 0x69 if c == 0x131 else 0x73 if c == 0x17f else 0
+
+
 cdef inline bint same_letter(Py_UCS4 c, Py_UCS4 letter) noexcept:
     """Whether ``re``'s IGNORECASE takes ``c`` for the ASCII lower-case ``letter``."""
     return (Py_UNICODE_TOLOWER(c) == letter or (letter == 0x69 and c == 0x131)  # "i": "ı" too ("İ" lowers to "i")
@@ -173,6 +180,10 @@ def without_attributes(str text, tuple names):
     cdef void *data = PyUnicode_DATA(text)
     cdef Py_UCS4 c, quote
     cdef str name
+    cdef unsigned char starts[128]  # the names' first letters: most tags start with none (div, span, p)
+    memset(starts, 0, 128)
+    for name in names:
+        starts[ord(name[0]) & 0x7f] = 1
     pieces = []
     while True:
         i = PyUnicode_FindChar(text, 0x3c, i, n, 1)  # the next "<"
@@ -180,6 +191,9 @@ def without_attributes(str text, tuple names):
             break
         start, length = i + 1, 0
         c = PyUnicode_READ(kind, data, start) if start < n else 0
+        if not starts[folded_letter(c)]:
+            i += 1
+            continue
         for name in names:
             k = len(name)
             if same_letter(c, name[0]) and start + k < n and tag_space_or_slash(PyUnicode_READ(kind, data, start + k)):
