@@ -248,6 +248,9 @@ def test_a_hostile_page_is_judged_or_refused_and_keeps_the_invariants(payload, u
 @example("<p>\u2003a\x1cb  c</p><!--x-->\u3000d<a href=/ rel=nofollow><img></a><template><a href=t>t</a></template>")
 @example("<a href=x><nav><script>s</script></nav></a><nav><a href=y></a></nav><a href=z role=navigation></a>"
          "<div role='x Navigation'><aside>n</aside></div>t<footer><svg role=navigation>v</svg></footer>")
+@example("<meta http-equiv=Refresh content><meta name=ROBOTS content=noindex><base href><title>a<b>x</b></title>"
+         "<svg><title>s<g>t</g></title><base xlink:href=q><link rel=canonical xlink:href=y></svg><link rel href=z>"
+         "<noscript><meta name=n></noscript><template><title>no</title></template><meta http-equiv=x>")
 def test_the_leaf_walk_in_c_reads_hostile_markup_as_the_python_walk_does(document):
     try:
         tree = parse.html_tree(document)

@@ -63,11 +63,13 @@ def test_link_resolution_matches_urljoin_then_canonical_url(base, path, prefix, 
 
 @settings(max_examples=500, deadline=None)
 @given(st.sampled_from(["http://h.test/a/b.html", "https://h.test:8443/a/?q=1", "http://h.test/a/b.html?x=/y#z"]),
-       st.sampled_from(["", " ", "#", "//h2.test", "javascript:", "Mailto:", "?", "../"]), st.text(" \t#?/.:abx%", max_size=12))
-def test_a_link_resolves_as_its_href_up_to_the_fragment_does(base, prefix, rest):
-    """What lets a page resolve each href without its fragment once (``parse._read_leaves``)."""
+       st.sampled_from(["", " ", "#", "//", "//h2.test", "javascript:", "Mailto:", "?", "../"]),
+       st.text(" \t#?/.:abx%", max_size=12), st.text(" #?/ax", max_size=4))
+def test_a_link_resolves_as_its_href_up_to_the_fragment_does(base, prefix, rest, fragment):
+    """What lets a page resolve the hrefs that differ in their fragment once (``parse._read_links``)."""
     href = prefix + rest
-    assert resolve_href(base, href) == resolve_href(base, href.strip().partition("#")[0]), (base, href)
+    other = href.strip().partition("#")[0] + "#" + fragment
+    assert resolve_href(base, href) == resolve_href(base, other), (base, href, other)
 
 
 plain_looking = st.builds(  # URLs near the plain form: some plain, some a character or a dot segment away

@@ -252,7 +252,8 @@ def test_the_parser_reads_the_text_and_links_lxml_reads_on_real_pages(small_web)
 
 @pytest.mark.skipif(parse.walk_leaves is parse.walk_in_python, reason="the C leaf walk is not built (no compiler)")
 def test_the_leaf_walk_in_c_reads_real_pages_as_the_python_walk_does(small_web):
-    """The same leaves, anchors, anchor spans and navigation, on 2 000 real pages of the small web."""
+    """The same leaves, anchors, anchor spans, navigation and head elements, on 2 000 real pages of
+    the small web."""
     rows = sqlite3.connect(small_web / "testweb.db").execute("SELECT path FROM pages WHERE refresh IS NULL").fetchall()
     walked = navigating = 0
     for (path,) in random.Random(0).sample(rows, min(2000, len(rows))):

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The leaf walk of ``focuscrawl.parse`` in C: the same leaves, anchors and navigation as its Python walk
-(``parse.walk_in_python``, the reference the tests hold this one to), 3 times faster
+"""The leaf walk of ``focuscrawl.parse`` in C: the same leaves, anchors, navigation and head elements
+as its Python walk (``parse.walk_in_python``, the reference the tests hold this one to), 3 times faster
 (``benchmarks/parsers.py --testweb testweb``: 0.157 against 0.500 ms a page). Each text node's
 words are read once (whether an element is an empty leaf is told when the walk leaves it), and
 an element's few attributes are walked, not looked up by a hashed name.
@@ -42,7 +42,7 @@ cdef text_f text_content
 cdef free_text_f free_text
 cdef first_attribute_f first_attribute
 cdef next_attribute_f next_attribute
-cdef attr_string_f attribute_name, attribute_value
+cdef attr_string_f attribute_name, attribute_local_name, attribute_value
 
 
 cdef void *_lexbor_function(void *library, const char *name) except NULL:
@@ -54,7 +54,7 @@ cdef void *_lexbor_function(void *library, const char *name) except NULL:
 
 cdef void _bind() except *:
     global first_child, next_sibling, previous_sibling, parent, tag_id, node_type, text_content, free_text
-    global first_attribute, next_attribute, attribute_name, attribute_value
+    global first_attribute, next_attribute, attribute_name, attribute_local_name, attribute_value
     library = dlopen(selectolax.lexbor.__file__.encode(), RTLD_NOW | RTLD_LOCAL)
     if library == NULL:
         raise ImportError(f"cannot open selectolax's lexbor: {dlerror().decode()}")
@@ -69,6 +69,7 @@ cdef void _bind() except *:
     first_attribute = <first_attribute_f> _lexbor_function(library, b"lxb_dom_element_first_attribute_noi")
     next_attribute = <next_attribute_f> _lexbor_function(library, b"lxb_dom_element_next_attribute_noi")
     attribute_name = <attr_string_f> _lexbor_function(library, b"lxb_dom_attr_qualified_name")
+    attribute_local_name = <attr_string_f> _lexbor_function(library, b"lxb_dom_attr_local_name_noi")
     attribute_value = <attr_string_f> _lexbor_function(library, b"lxb_dom_attr_value_noi")
 
 
@@ -128,6 +129,32 @@ cdef str _attribute(node_t *element, const char *name, size_t name_length):
     return None
 
 
+cdef bint _has_attribute(node_t *element, const char *name, size_t name_length) noexcept:
+    """Whether CSS's ``[name]`` selects the element: an attribute of that local name, in any
+    namespace (an SVG element's ``xlink:href`` for ``[href]``)."""
+    cdef attr_t *attr = first_attribute(element)
+    cdef size_t length = 0
+    cdef const unsigned char *text
+    while attr != NULL:
+        text = attribute_local_name(attr, &length)
+        if text != NULL and length == name_length and memcmp(text, name, length) == 0:
+            return True
+        attr = next_attribute(attr)
+    return False
+
+
+cdef str _text(node_t *document, node_t *node):
+    """The text of the node's descendants, as selectolax's ``text()`` joins it."""
+    cdef size_t length = 0
+    cdef unsigned char *data = text_content(node, &length)
+    if data == NULL:
+        return ""
+    try:
+        return PyUnicode_DecodeUTF8(<char *> data, length, "replace")
+    finally:
+        free_text(document, data)
+
+
 cdef bint _has_element_child(node_t *node) noexcept:
     cdef node_t *child = first_child(node)
     while child != NULL:
@@ -142,8 +169,9 @@ cdef class _Walk:
     cdef uintptr_t invisible[16]
     cdef uintptr_t link_tags[4]
     cdef uintptr_t navigation_tags[4]
+    cdef uintptr_t title_tag, base_tag, meta_tag, link_tag  # parse.HEAD_ELEMENTS's
     cdef size_t invisible_count, link_tag_count, navigation_tag_count
-    cdef list leaves, anchors, open_anchors, navigation
+    cdef list leaves, anchors, open_anchors, navigation, head
     cdef object navigation_role  # parse.navigation_role: whether a role attribute makes an element navigation
     cdef node_t *navigation_node  # the outermost navigation element the walk is in, if any
     cdef Py_ssize_t navigation_start
@@ -154,7 +182,7 @@ cdef class _Walk:
     cdef Py_ssize_t *held_leaves  # and how many leaves there were when each began
     cdef size_t held_count, held_size
 
-    def __cinit__(self, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role):
+    def __cinit__(self, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role, tuple head_tags):
         if len(invisible) > 16 or len(link_tags) > 4 or len(navigation_tags) > 4:
             raise ValueError("too many tags for the C leaf walk")
         self.invisible_count, self.link_tag_count = len(invisible), len(link_tags)
@@ -165,7 +193,8 @@ cdef class _Walk:
             self.link_tags[i] = tag
         for i, tag in enumerate(navigation_tags):
             self.navigation_tags[i] = tag
-        self.leaves, self.anchors, self.open_anchors, self.navigation = [], [], [], []
+        self.title_tag, self.base_tag, self.meta_tag, self.link_tag = head_tags
+        self.leaves, self.anchors, self.open_anchors, self.navigation, self.head = [], [], [], [], []
         self.navigation_role, self.navigation_node, self.navigation_start = navigation_role, NULL, 0
         self.after_comment, self.last_text, self.last_merged = False, NULL, None
         self.held, self.held_leaves, self.held_count, self.held_size = NULL, NULL, 0, 0
@@ -263,8 +292,12 @@ cdef class _Walk:
         if kind == TEXT:
             return self.enter_text(node)
         tag = tag_id(node)
+        if kind == ELEMENT:
+            self.read_head_element(node, tag)
         for i in range(self.invisible_count):
             if tag == self.invisible[i]:
+                if kind == ELEMENT:
+                    self.read_head_under(node)
                 return False
         if kind != ELEMENT:  # a comment
             self.after_comment = True
@@ -281,6 +314,37 @@ cdef class _Walk:
         elif node_type(child) != ELEMENT:
             self.hold(node)
         return child != NULL
+
+    cdef int read_head_element(self, node_t *node, uintptr_t tag) except -1:
+        """The element, if ``parse.HEAD_ELEMENTS`` selects it, as ``parse.head_elements`` gives it."""
+        if tag == self.title_tag:
+            self.head.append(("title", _text(self.document, node)))
+        elif tag == self.base_tag and _has_attribute(node, b"href", 4):
+            self.head.append(("base", _attribute(node, b"href", 4)))
+        elif tag == self.meta_tag and (_has_attribute(node, b"name", 4) or (
+                _has_attribute(node, b"http-equiv", 10) and _has_attribute(node, b"content", 7))):
+            self.head.append(("meta", _attribute(node, b"name", 4), _attribute(node, b"http-equiv", 10),
+                              _attribute(node, b"content", 7)))
+        elif tag == self.link_tag and _has_attribute(node, b"rel", 3) and _has_attribute(node, b"href", 4):
+            self.head.append(("link", _attribute(node, b"rel", 3), _attribute(node, b"href", 4)))
+        return 0
+
+    cdef int read_head_under(self, node_t *top) except -1:
+        """The head elements among the descendants of an element the leaf walk does not enter
+        (<head> itself, <noscript>, <svg> …), in document order."""
+        cdef node_t *node = first_child(top)
+        while node != NULL:
+            if node_type(node) == ELEMENT:
+                self.read_head_element(node, tag_id(node))
+                if first_child(node) != NULL:
+                    node = first_child(node)
+                    continue
+            while node != top and next_sibling(node) == NULL:
+                node = parent(node)
+            if node == top:
+                return 0
+            node = next_sibling(node)
+        return 0
 
     cdef int leave(self, node_t *node) except -1:
         """The walk is past the node's subtree: an element without child elements or words is an
@@ -323,11 +387,13 @@ cdef class _Walk:
                 node = parent(node)
 
 
-def walk(uintptr_t root, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role):
+def walk(uintptr_t root, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role, tuple head_tags):
     """The leaves under ``root`` (a node's ``mem_id``), its anchors as (href, rel, first leaf, last
-    leaf) in the order they end, and its navigation as ranges of leaves; ``invisible``,
-    ``link_tags`` and ``navigation_tags`` are lexbor tag ids, ``navigation_role`` tells a role
-    attribute's value that makes an element navigation."""
-    walker = _Walk(invisible, link_tags, navigation_tags, navigation_role)
+    leaf) in the order they end, its navigation as ranges of leaves, and its head elements;
+    ``invisible``, ``link_tags``, ``navigation_tags`` and ``head_tags`` (title, base, meta, link)
+    are lexbor tag ids, ``navigation_role`` tells a role attribute's value that makes an element
+    navigation."""
+    walker = _Walk(invisible, link_tags, navigation_tags, navigation_role, head_tags)
     walker.walk(<node_t *> root)
-    return walker.leaves, walker.anchors, tuple(walker.navigation)
+    return walker.leaves, walker.anchors, tuple(walker.navigation), walker.head
+

@@ -223,8 +223,9 @@ def parse_html(body: bytes, url: str, header_charset: str | None = None, robots_
     directives = _robots_directives(robots_header)
     tree = html_tree(text)
     if tree is not None:
-        _read_head(tree, page, directives)
-        _read_leaves(tree.root, page, base=_base_url(page))
+        leaves, anchors, page.navigation, head = walk_leaves(tree.root)
+        _read_head(head, page, directives)
+        _read_links(page, leaves, anchors, base=_base_url(page))
     page.noindex = "noindex" in directives or "none" in directives
     page.nofollow = "nofollow" in directives or "none" in directives
     page.text = " ".join(filter(None, page.content_leaves()))
@@ -264,44 +265,67 @@ def html_tree(text: str) -> LexborHTMLParser | None:
 
 
 HEAD_ELEMENTS = "title, base[href], meta[name], meta[http-equiv][content], link[rel][href]"
-REFRESH_ELEMENTS = "meta[http-equiv][content]"
+HeadElement = tuple  # ("title", text), ("base", href), ("meta", name, http-equiv, content), ("link", rel, href)
 
 
-def _read_head(tree: LexborHTMLParser, page: Page, directives: set[str]) -> None:
-    """The first title and <base href>, the robots <meta>s, a refresh, the first canonical link:
-    one query, as one walk of the tree (a query each walked it five times, 0.7 ms a page)."""
+def head_elements(root: LexborNode) -> list[HeadElement]:
+    """The elements under ``root`` that ``HEAD_ELEMENTS`` selects, in document order, as tuples of
+    their tag and what is read of them: an attribute the element does not have is None, one
+    without a value "". The C leaf walk finds the same as it goes (the query had matched five
+    selectors at every element of the tree again: 0.29 ms a small-web page)."""
+    found = []
+    for node in root.css(HEAD_ELEMENTS):
+        attributes = node.attributes
+        value = partial(_attribute_value, attributes)
+        if node.tag == "title":
+            found.append(("title", node.text()))
+        elif node.tag == "base":
+            found.append(("base", value("href")))
+        elif node.tag == "meta":
+            found.append(("meta", value("name"), value("http-equiv"), value("content")))
+        else:
+            found.append(("link", value("rel"), value("href")))
+    return found
+
+
+def _attribute_value(attributes: dict, name: str) -> str | None:
+    """selectolax gives an attribute without a value as None: here it is "", and a missing one None."""
+    return None if name not in attributes else attributes[name] or ""
+
+
+def _read_head(head: list[HeadElement], page: Page, directives: set[str]) -> None:
+    """The first title and <base href>, the robots <meta>s, a refresh, the first canonical link."""
     title = base = canonical = None
-    refreshes = []
-    for node in tree.css(HEAD_ELEMENTS):
-        tag, attributes = node.tag, node.attributes
+    for element in head:
+        tag = element[0]
         if tag == "title":
-            title = node if title is None else title
+            title = element[1] if title is None else title
         elif tag == "base":
-            base = node if base is None else base
+            base = (element[1] or "") if base is None else base
         elif tag == "meta":
-            if (attributes.get("name") or "").lower() in ("robots", "focuscrawl"):
-                directives.update(_robots_directives(attributes.get("content") or ""))
-            if "http-equiv" in attributes and "content" in attributes:
-                refreshes.append(node)
-        elif canonical is None and "canonical" in (attributes.get("rel") or "").lower().split():
-            canonical = node
+            if (element[1] or "").lower() in ("robots", "focuscrawl"):
+                directives.update(_robots_directives(element[3] or ""))
+        elif canonical is None and "canonical" in (element[1] or "").lower().split():
+            canonical = element[2] or ""
     if title is not None:
-        page.title = " ".join(title.text().split())
+        page.title = " ".join(title.split())
     if base is not None:
-        page.base_href = (base.attributes.get("href") or "").strip()  # (an SVG <base xlink:href> has none)
-    page.refresh = meta_refresh(refreshes, _base_url(page))
+        page.base_href = base.strip()  # (an SVG <base xlink:href> has no href: "")
+    page.refresh = meta_refresh(head, _base_url(page))
     if canonical is not None:
-        page.canonical = resolve_href(_base_url(page), canonical.attributes.get("href") or "")
+        page.canonical = resolve_href(_base_url(page), canonical)
 
 
-def meta_refresh(metas: list[LexborNode], base: str) -> str | None:
-    """The target of the first ``<meta http-equiv=refresh>`` of ``metas`` (the page's
-    ``REFRESH_ELEMENTS``) if it leaves the page within REFRESH_REDIRECT_SECONDS (content parsed as
-    WHATWG's declarative refresh), else None."""
-    for meta in metas:
-        if (meta.attributes.get("http-equiv") or "").strip().lower() != "refresh":
+def meta_refresh(head: list[HeadElement], base: str) -> str | None:
+    """The target of the first ``<meta http-equiv=refresh>`` of a page's ``head_elements`` if it
+    leaves the page within REFRESH_REDIRECT_SECONDS (content parsed as WHATWG's declarative refresh),
+    else None."""
+    for element in head:
+        if element[0] != "meta" or element[2] is None or element[3] is None:
             continue
-        content = meta.attributes.get("content") or ""
+        if element[2].strip().lower() != "refresh":
+            continue
+        content = element[3]
         if not content.lstrip()[:1].isdigit() and not content.lstrip().startswith("."):
             return None  # WHATWG: a refresh starts with its delay
         delay, target = REFRESH_CONTENT.match(content).groups()
@@ -351,11 +375,10 @@ def _join(base: str, href: str) -> str | None:
         return None
 
 
-def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
-    """The page's leaves, the links of its anchors and where its navigation is. A link's target
-    depends on its href up to the fragment only, so each of those is resolved once a page (on
-    the small test web, 949 links a page have 877 hrefs but 59 without their fragments)."""
-    leaves, anchors, page.navigation = walk_leaves(root)
+def _read_links(page: Page, leaves: list[str], anchors: list[tuple[str, str, int, int]], base: str) -> None:
+    """The page's leaves and the links of its anchors. A link's target depends on its href up to
+    the fragment only, so each of those is resolved once a page (on the small test web, 949 links
+    a page have 877 hrefs but 59 without their fragments)."""
     page.leaves = leaves
     targets, texts, starts, ends, nofollows = [], [], [], [], []
     resolved: dict[str, str | None] = {}
@@ -363,7 +386,7 @@ def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
         unfragmented = href.strip().partition("#")[0]
         target = resolved.get(unfragmented, UNRESOLVED)
         if target is UNRESOLVED:
-            target = resolved[unfragmented] = resolve_href(base, unfragmented)
+            target = resolved[unfragmented] = resolve_href(base, href)
         if target is not None:
             targets.append(target)
             texts.append(leaves[start] if start == end else " ".join(leaf for leaf in leaves[start:end + 1] if leaf))
@@ -373,22 +396,25 @@ def _read_leaves(root: LexborNode, page: Page, base: str) -> None:
     page.set_link_columns((tuple(targets), tuple(texts), tuple(starts), tuple(ends), tuple(nofollows)))
 
 
-Walked = tuple[list[str], list[tuple[str, str, int, int]], tuple[tuple[int, int], ...]]
+Walked = tuple[list[str], list[tuple[str, str, int, int]], tuple[tuple[int, int], ...], list[HeadElement]]
 
 
 def walk_in_c(root: LexborNode) -> Walked:
-    """``walk_in_python``'s leaves, anchors and navigation, walked in C (``_leafwalk``, when it is built)."""
-    return _leafwalk.walk(root.mem_id, _INVISIBLE_TUPLE, _LINK_TUPLE, _NAVIGATION_TUPLE, navigation_role)
+    """``walk_in_python``'s leaves, anchors, navigation and head elements, walked in C (``_leafwalk``,
+    when it is built)."""
+    return _leafwalk.walk(root.mem_id, _INVISIBLE_TUPLE, _LINK_TUPLE, _NAVIGATION_TUPLE, navigation_role,
+                          _HEAD_TAG_IDS)
 
 
 _INVISIBLE_TUPLE, _LINK_TUPLE, _NAVIGATION_TUPLE = tuple(INVISIBLE_IDS), tuple(LINK_IDS), tuple(NAVIGATION_IDS)
+_HEAD_TAG_IDS = tuple(next(iter(_tag_ids((name,)))) for name in ("title", "base", "meta", "link"))
 # (the C walk copies them into arrays)
 
 
 def walk_in_python(root: LexborNode) -> Walked:
     """The leaves under ``root``, its anchors as (href, rel, first leaf, last leaf) in the order
-    they end, and its navigation as ranges of leaves [start, end) (the outermost of nested ones):
-    one pass in document order. lexbor's traversal yields no end events, so an anchor or a
+    they end, its navigation as ranges of leaves [start, end) (the outermost of nested ones), and
+    its ``head_elements``: one pass in document order, and the query. lexbor's traversal yields no end events, so an anchor or a
     navigation is closed when the walk reaches the node after its subtree, and so is a skipped
     invisible one. The reference for ``_leafwalk``'s walk in C, and the walk where that is not built."""
     leaves: list[str] = []
@@ -441,7 +467,7 @@ def walk_in_python(root: LexborNode) -> Walked:
             leaves.append("")
     while open_elements:
         _close(leaves, anchors, navigation, *open_elements.pop()[1:])
-    return leaves, anchors, tuple(navigation)
+    return leaves, anchors, tuple(navigation), head_elements(root)
 
 
 def _close(leaves: list[str], anchors: list, navigation: list, href: str | None, rel: str, start: int) -> None:

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from selectolax.lexbor import LexborHTMLParser
 
 from focuscrawl.fetch.urls import canonical_url
-from focuscrawl.parse import REFRESH_ELEMENTS, DecodeError, decode_html, html_tree, meta_refresh
+from focuscrawl.parse import DecodeError, decode_html, head_elements, html_tree, meta_refresh
 from focuscrawl.testweb.build import connect
 from focuscrawl.testweb.webmap import WebMap
 
@@ -103,7 +103,7 @@ def _refresh_of(path: str) -> tuple[str, str | None]:
         if not _REFRESH_HINT.search(handle.read(4096)):
             return path, None
     tree = _tree(file)
-    return path, (meta_refresh(tree.css(REFRESH_ELEMENTS), _webmap.url_of(path)) if tree is not None else None)
+    return path, (meta_refresh(head_elements(tree.root), _webmap.url_of(path)) if tree is not None else None)
 
 
 def _page_links(path: str) -> tuple[str, list[str], Counter]:
