@@ -49,6 +49,7 @@ def chain_site(serve, links: dict[str, list[str]]):
 def crawl_with(tmp_path, make_config, server, critic, name: str, **settings):
     example = tmp_path / "example.txt"
     example.write_text("an example")
+    settings.setdefault("frontier", {"host_clusters": None})  # the strategy's priorities, not one host's learnt factor
     config = make_config(seeds=[server.url("/seed")], strategy="best-first",
                          topic={"positive": [str(example)], "negative": [str(example)]}, **settings)
     crawler = Crawler.create(config, tmp_path / name)
@@ -182,7 +183,8 @@ def test_a_crawls_retraining_takes_in_what_reviewers_said(synthetic, tmp_path):
                 "authorities": 5, "confident": 5, "require_mean": False}
     directory = tmp_path / "reviewed"  # one fetch at a time: the same pages, archetypes and critic every run
     asyncio.run(Crawler.create(config(budget={"max_pages": 60}, adaptation=settings,
-                                      fetch={"loopback_only": True, "concurrency": 1}), directory).run())
+                                      fetch={"loopback_only": True, "concurrency": 1},
+                                      frontier={"host_clusters": None}), directory).run())  # (the pages the figures below were set on)
     with sqlite3.connect(directory / "crawl.db") as db:
         archetypes = json.loads(db.execute("SELECT value FROM meta WHERE key = 'archetypes'").fetchone()[0])
         ids = dict(db.execute(f"SELECT url, id FROM urls WHERE url IN ({','.join('?' * len(archetypes))})", archetypes))

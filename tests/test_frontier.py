@@ -52,7 +52,8 @@ def oracle_link_crawl(site, serve, tmp_path, order: str) -> list[tuple[float, fl
     server = serve(slow(make_app(site), 0.01))
     config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first",
                           budget={"max_pages": 150}, politeness={"min_interval": 0.0, "per_host_connections": 2},
-                          fetch={"loopback_only": True, "concurrency": 8}, frontier={"order": order})
+                          fetch={"loopback_only": True, "concurrency": 8},
+                          frontier={"order": order, "host_clusters": None})  # the oracle's priorities as they are
     crawler = Crawler.create(config, tmp_path / order,
                              REGISTRY["oracle-link"].parts(lambda url: site.topic_of(url) == "networking", None))
     handouts = record_handouts(crawler)
@@ -99,14 +100,50 @@ def trap():
     return Site(pages, ["start.test", "trap.test", "good.test"])
 
 
-def trap_harvest(site, serve, tmp_path, link_clusters) -> float:
+@pytest.fixture(scope="module")
+def hubs():
+    """A start page links to ten hubs of one site that read as the topic itself, each linking twelve
+    pages of the site off it (a reference whose package pages match a topic its class pages do not:
+    every hub is a new link cluster), and to three pages that open a region of 100 pages on the
+    topic that read as only half on it."""
+    networking = list(topic_passages("networking"))
+    others = [p for topic in ("numbers", "files", "text") for p in topic_passages(topic)]
+    pages = [SitePage("start.test", "/start.html", "networking", "start", [doc for _, doc in networking[:2]])]
+    for h in range(10):
+        pages.append(SitePage("hubs.test", f"/hub/{h}.html", "networking", f"package {h}",
+                              [doc for _, doc in networking[120 + 3 * h:123 + 3 * h]]))
+        for i in range(12):
+            pages.append(SitePage("hubs.test", f"/class/{h}/{i}.html", "other", others[12 * h + i][0],
+                                  [others[12 * h + i][1]]))
+    for i in range(3):
+        pages.append(SitePage("good.test", f"/entry/{i}.html", "networking", f"entry {i}",
+                              [networking[6 + i][1], others[200 + i][1]]))
+    for i in range(100):
+        pages.append(SitePage("good.test", f"/net/{i}.html", "networking", networking[10 + i][0],
+                              [networking[10 + i][1], others[220 + i][1]]))
+    index = {(p.host, p.path): i for i, p in enumerate(pages)}
+    pages[0].links = ([index[("hubs.test", f"/hub/{h}.html")] for h in range(10)]
+                      + [index[("good.test", f"/entry/{i}.html")] for i in range(3)])
+    for h in range(10):
+        pages[index[("hubs.test", f"/hub/{h}.html")]].links = [index[("hubs.test", f"/class/{h}/{i}.html")]
+                                                               for i in range(12)]
+    for i in range(3):
+        pages[index[("good.test", f"/entry/{i}.html")]].links = [index[("good.test", f"/net/{j}.html")]
+                                                                 for j in range(i * 33, i * 33 + 33)]
+    for i in range(100):
+        pages[index[("good.test", f"/net/{i}.html")]].links = [index[("good.test", f"/net/{(i + k) % 100}.html")]
+                                                               for k in (1, 7)]
+    return Site(pages, ["start.test", "hubs.test", "good.test"])
+
+
+def trap_harvest(site, serve, tmp_path, link_clusters, host_clusters=None) -> float:
     server = serve(make_app(site))
     config = topic_config(site, server.port, tmp_path / "examples", strategy="best-first",
                           classifier="svm-linear",  # Pant's critic: its margin grows with a page's terms, the hub's most
                           seeds=["http://start.test/start.html"], budget={"max_pages": 80},
                           politeness={"min_interval": 0.0}, fetch={"loopback_only": True, "concurrency": 4},
-                          frontier={"order": "strict", "link_clusters": link_clusters})
-    directory = tmp_path / f"clusters-{link_clusters}"
+                          frontier={"order": "strict", "link_clusters": link_clusters, "host_clusters": host_clusters})
+    directory = tmp_path / f"clusters-{link_clusters}-{host_clusters}"
     asyncio.run(Crawler.create(config, directory).run())
     urls = [url for (url,) in sqlite3.connect(directory / "crawl.db").execute(
         "SELECT url FROM fetches WHERE status = 200 ORDER BY id")]
@@ -118,6 +155,19 @@ def test_link_clusters_lead_the_crawl_out_of_a_high_scored_hub_whose_links_are_o
     exploring = trap_harvest(trap, serve, tmp_path, 10.0)
     assert greedy < 0.2, greedy  # plain best-first spends the budget on the hub's links
     assert exploring > greedy + 0.4, (exploring, greedy)
+
+
+def test_host_clusters_lead_the_crawl_out_of_a_site_whose_many_hubs_link_off_the_topic(hubs, serve, tmp_path):
+    """Each hub's links are a new link cluster at the hub's score: link clusters alone fetch a few
+    of each before it falls; the host's cluster learns from them all."""
+    def off_topic(host_clusters) -> int:
+        return sqlite3.connect(tmp_path / f"clusters-10.0-{host_clusters}" / "crawl.db").execute(
+            "SELECT COUNT(*) FROM fetches f JOIN urls u ON u.id = f.url_id WHERE u.url LIKE '%/class/%'").fetchone()[0]
+
+    links_only = trap_harvest(hubs, serve, tmp_path, 10.0)
+    with_hosts = trap_harvest(hubs, serve, tmp_path, 10.0, 10.0)
+    assert with_hosts > links_only, (with_hosts, links_only)
+    assert 2 * off_topic(10.0) <= off_topic(None) and off_topic(None) >= 8, (off_topic(10.0), off_topic(None))
 
 
 def test_urls_refused_by_robots_do_not_count_toward_the_budget(serve, make_config, tmp_path):

@@ -17,7 +17,8 @@ import pytest
 from focuscrawl.config import validate_config
 from focuscrawl.fetch.http import Response
 from focuscrawl.fetch.hosts import Hosts
-from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, Discovered
+from focuscrawl.frontier import HEAD, OUT_OF_PHASE, QUEUE_FULL, Discovered, Item
+from focuscrawl.store.schema import DONE
 from focuscrawl.store.pg_frontier import PgFrontier, connect
 from focuscrawl.store.pg_repository import PgRepository
 
@@ -295,6 +296,25 @@ def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic
     assert a.reapply_clusters() == 3
     assert [p for (p,) in a.db.execute("SELECT priority FROM urls WHERE state = 0 AND parent_id = %s", (hub,))] == [
         pytest.approx(0.9 * factor)] * 3
+
+
+def test_a_hosts_urls_fall_as_its_fetched_pages_turn_out_off_topic_for_every_worker(postgres_dsn, crawl):
+    a = worker(postgres_dsn, crawl, "a", host_clusters=2.0)
+    b = worker(postgres_dsn, crawl, "b", host_clusters=2.0)
+    a.add([Discovered(f"http://a.test/{i}", "a.test", 0.9, None) for i in range(6)], 1, 1)
+    for _ in range(3):  # three of its pages fetched, off the topic
+        url_id, url, priority = a.db.execute(
+            "SELECT id, url, priority FROM urls WHERE state = 0 ORDER BY id LIMIT 1").fetchone()
+        a.db.execute(f"UPDATE urls SET state = {DONE} WHERE id = %s", (url_id,))
+        a.learn_cluster(Item(url_id, url, "a.test", 1, 1, priority), 0.0)
+    pages, factor = a.db.execute("SELECT pages, factor FROM host_clusters WHERE host = 'a.test'").fetchone()
+    assert pages == 3 and factor == pytest.approx(0.4)  # as a link cluster's: 1.8 / 4.5
+    b.add([Discovered("http://a.test/new", "a.test", 0.9, None)], 1, 2)  # another worker's link: at the factor
+    assert a.db.execute("SELECT priority FROM urls WHERE state = 0").fetchall() == [(pytest.approx(0.36),)] * 4
+    assert a.db.execute("SELECT best FROM hosts WHERE host = 'a.test'").fetchone()[0] == pytest.approx(0.36)
+    a.db.execute("UPDATE urls SET priority = 0.9 WHERE state = 0")  # a re-scoring: the strategy's priorities
+    assert a.reapply_clusters() == 4
+    assert a.db.execute("SELECT priority FROM urls WHERE state = 0").fetchall() == [(pytest.approx(0.36),)] * 4
 
 
 def test_a_hosts_interval_holds_across_workers(postgres_dsn, crawl):

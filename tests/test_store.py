@@ -864,6 +864,33 @@ def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
     assert store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall() == queued
 
 
+def test_a_hosts_queued_and_future_urls_fall_as_its_fetched_pages_turn_out_below_their_priorities(store):
+    hosts = Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs", "politeness": {"min_interval": 0.0}}))
+    frontier = SqliteFrontier(store.db, hosts, host_clusters=2.0)
+    with store.transaction():
+        for parent in (1, 2, 3):  # three pages' links to one host: three link clusters, one host
+            frontier.add([(f"http://a.test/{parent}/{i}", "a.test", 0.9, None) for i in range(2)], 1, parent)
+        for _ in range(3):
+            item = frontier.next_ready()
+            frontier.hang_up(item)
+            frontier.finish(item)
+            frontier.learn_cluster(item, 0.0)
+        frontier.add([("http://b.test/", "b.test", 0.5, None)], 1, 4)
+    (pages, factor), = store.db.execute("SELECT pages, factor FROM host_clusters WHERE host = 'a.test'")
+    assert pages == 3 and factor == pytest.approx(0.4)  # (α·b̄ + 0) / (α·b̄ + Σ b), b̄ = 0.9: 1.8 / 4.5
+    queued = store.db.execute("SELECT priority FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,)).fetchall()
+    assert queued == [(pytest.approx(0.36),)] * 3
+    with store.transaction():
+        frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 5)  # a new page's link to it: at the factor
+        assert frontier.next_ready().url == "http://b.test/"  # 0.5 now beats the host's 0.36
+        store.set_priorities([(0.9, i) for (i,) in store.db.execute(
+            "SELECT id FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,))])  # the strategy's, re-scored
+        assert frontier.reapply_clusters() == 4
+    assert store.db.execute("SELECT priority FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,)).fetchall() == [
+        (pytest.approx(0.36),)] * 4
+    assert [row[5] for row in store.queries.queued_with_parents(1e5) if "a.test" in row[2]] == [pytest.approx(0.4)] * 4
+
+
 # -- queries: link analysis, adaptation -------------------------------
 
 def test_crawl_topics_are_the_taxonomy_topics_with_pages_or_the_one_topic(store):

@@ -213,6 +213,10 @@ class FrontierSettings(_Section):
         10.0, gt=0, description="exploration: the out-links of one page are a cluster; as some are fetched, the"
         " others' priorities become the posterior mean of how they turn out, the strategy's priority a prior worth"
         " this many pages (none: the strategy's priorities alone)")
+    host_clusters: float | None = Field(
+        10.0, gt=0, description="exploration across sites: the URLs of one host are a cluster too, whose factor"
+        " (learnt as a link cluster's, from the priorities the strategy gave its fetched pages) scales its queued and"
+        " future URLs, a prior worth this many pages (none: off)")
     lease_seconds: float = Field(30.0, gt=0, description="a crawl shared by workers (--db): a worker's lease on a host"
                                  " lives this long unless renewed; a killed worker's URLs go to others after it")
 

@@ -187,9 +187,9 @@ class Crawler:
                                                 config.store.search_index)
         self.hosts = Hosts(config)
         settings = config.frontier
-        # link clusters learn priorities that estimate relevance; bfs and dfs order by depth
-        clusters = settings.link_clusters if config.strategy not in ("bfs", "dfs") else None
-        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, clusters)
+        # link and host clusters learn priorities that estimate relevance; bfs and dfs order by depth
+        clusters = (None, None) if config.strategy in ("bfs", "dfs") else (settings.link_clusters, settings.host_clusters)
+        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, *clusters)
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         self.progress = Progress.of(self.store)

@@ -1,6 +1,7 @@
 """Exploration against greedy collapse: the out-links of one page are a link cluster whose
 priorities are one guess, corrected as its links are fetched (a posterior mean, table
-``link_clusters``)."""
+``link_clusters``); the URLs of one host are a cluster too (table ``host_clusters``), so that a
+site whose pages keep scoring below what their links promised loses its place to the others."""
 
 from __future__ import annotations
 
@@ -13,13 +14,22 @@ from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.schema import QUEUED
 from focuscrawl.store.seen_set import SeenSet
 
+NO_CLUSTER = (0, 0.0, 0.0, 1.0)  # a cluster none of whose URLs was fetched: pages, relevance, predicted, factor
+
 
 class LinkClusters:
-    def __init__(self, db: sqlite3.Connection, hosts: Hosts, heaps: HostHeaps, prior: float,
-                 refresh: Callable[[str, str], None], seen: Callable[[], SeenSet]):
-        """``refresh(queue, host)``: read a host's best URL of a queue again from disk; ``seen()``:
-        the frontier's seen set, told of new priorities."""
-        self.db, self.hosts, self.heaps, self.prior, self.refresh, self.seen = db, hosts, heaps, prior, refresh, seen
+    def __init__(self, db: sqlite3.Connection, hosts: Hosts, heaps: HostHeaps, prior: float | None,
+                 host_prior: float | None, refresh: Callable[[str, str], None], seen: Callable[[], SeenSet]):
+        """``prior`` and ``host_prior``: the link clusters' and the host clusters' α (None: not
+        learnt); ``refresh(queue, host)``: read a host's best URL of a queue again from disk;
+        ``seen()``: the frontier's seen set, told of new priorities."""
+        self.db, self.hosts, self.heaps, self.refresh, self.seen = db, hosts, heaps, refresh, seen
+        self.prior, self.host_prior = prior, host_prior
+        self.host_factors: dict[str, float] = dict(db.execute("SELECT host, factor FROM host_clusters"))
+
+    def factor_of(self, host: str) -> float:
+        """What a new URL of ``host`` is queued with: the strategy's priority times this."""
+        return self.host_factors.get(host, 1.0)
 
     def learn(self, item: Item, relevance: float) -> None:
         """The out-links of one page are a link cluster, their priorities one guess (best-first:
@@ -29,28 +39,52 @@ class LinkClusters:
         In general each queued URL of the cluster keeps its own priority times the cluster's factor
         (α·b̄ + Σ relevance) / (α·b̄ + Σ b), b the priorities its fetched links had before the
         factor. So a table of contents scored 0.99 whose first links lead off the topic stops
-        pouring the budget into them (call inside the page's transaction)."""
-        parent = item.parent_id
-        if parent is None or item.priority >= HEAD / 2:
+        pouring the budget into them. A host's factor is learnt the same way (``host_prior``,
+        ``frontier.host_clusters``), b the strategy's own priorities (before both factors: the
+        link clusters correct what is left of it, and it never learns from theirs): on a site whose
+        pages link each other at their own high scores while most turn out off the topic (a Java
+        API's docs for a GUI topic: 473 of 1 243 pages at 0.43), a new link cluster starts at the
+        host's factor instead of at the page's score (call inside the page's transaction)."""
+        if item.priority >= HEAD / 2:
             return
-        pages, total, predicted, factor = self.db.execute(
-            "SELECT pages, relevance, predicted, factor FROM link_clusters WHERE parent_id = ?", (parent,)
-        ).fetchone() or (0, 0.0, 0.0, 1.0)
-        pages, total, predicted = pages + 1, total + relevance, predicted + item.priority / factor
-        prior = self.prior * predicted / pages
+        parent = item.parent_id
+        cluster = self._row("link_clusters", "parent_id", parent) if parent is not None and self.prior else NO_CLUSTER
+        if self.host_prior:
+            host = self._row("host_clusters", "host", item.host)
+            learnt = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
+                                 relevance, self.host_prior)
+            if learnt is not None:
+                self.host_factors[item.host] = learnt
+        if parent is not None and self.prior:
+            self._learn("link_clusters", "parent_id", parent, cluster, item.priority / cluster[3], relevance, self.prior)
+
+    def _row(self, table: str, column: str, key) -> tuple:
+        """A cluster's (pages, relevance, predicted, factor)."""
+        return self.db.execute(f"SELECT pages, relevance, predicted, factor FROM {table} WHERE {column} = ?",
+                               (key,)).fetchone() or NO_CLUSTER
+
+    def _learn(self, table: str, column: str, key, row: tuple, predicted_one: float, relevance: float,
+               alpha: float) -> float | None:
+        """A fetched page of the cluster ``key`` (its row): its factor learnt, its queued URLs scaled
+        if it moved; the new factor then (None: unchanged)."""
+        pages, total, predicted, factor = row
+        pages, total, predicted = pages + 1, total + relevance, predicted + predicted_one
+        prior = alpha * predicted / pages
         learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
         moved = abs(learnt / factor - 1) > CLUSTER_STEP  # else the queued URLs keep the factor they have
-        self.db.execute("INSERT OR REPLACE INTO link_clusters (parent_id, pages, relevance, predicted, factor)"
-                        " VALUES (?, ?, ?, ?, ?)", (parent, pages, total, predicted, learnt if moved else factor))
+        self.db.execute(f"INSERT OR REPLACE INTO {table} ({column}, pages, relevance, predicted, factor)"
+                        " VALUES (?, ?, ?, ?, ?)", (key, pages, total, predicted, learnt if moved else factor))
         if moved:
-            self._scale(parent, learnt / factor)
+            self._scale_where(f"{column} = ?", key, learnt / factor)
+            return learnt
+        return None
 
-    def _scale(self, parent: int, ratio: float) -> None:
+    def _scale_where(self, where: str, key, ratio: float) -> None:
         """Multiply the priorities of a cluster's queued URLs (not those promoted to the head) and
         keep the hosts' best URLs true: a host whose best was one of them is read again."""
-        rows = self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE parent_id = ? AND state = {QUEUED}"
+        rows = self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE {where} AND state = {QUEUED}"
                                f" AND priority < {HEAD / 2} RETURNING id, queue, host, priority",
-                               (ratio, parent)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
+                               (ratio, key)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
         self.seen().set_priorities([i for i, _, _, _ in rows], [p for _, _, _, p in rows])
         stale = set()
         for url_id, queue, name, priority in rows:
@@ -64,8 +98,10 @@ class LinkClusters:
 
     def reapply(self) -> int:
         """After queued URLs got new priorities from the strategy (the apprentice's re-scoring), the
-        link clusters' factors apply to them again (call the frontier's ``resync`` after the transaction)."""
-        return self.db.execute(
-            f"UPDATE urls SET priority = priority * (SELECT factor FROM link_clusters c WHERE c.parent_id = urls.parent_id)"
-            f" WHERE state = {QUEUED} AND priority < {HEAD / 2} AND parent_id IN"
-            f" (SELECT parent_id FROM link_clusters WHERE factor != 1.0)").rowcount
+        link clusters' and the hosts' factors apply to them again (call the frontier's ``resync``
+        after the transaction)."""
+        return sum(self.db.execute(
+            f"UPDATE urls SET priority = priority * (SELECT factor FROM {table} c WHERE c.{column} = urls.{column})"
+            f" WHERE state = {QUEUED} AND priority < {HEAD / 2} AND {column} IN"
+            f" (SELECT {column} FROM {table} WHERE factor != 1.0)").rowcount
+                   for table, column in (("link_clusters", "parent_id"), ("host_clusters", "host")))

@@ -22,16 +22,17 @@ from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 class SqliteFrontier:
     """One queue (""), or BINGO!'s sub-queue per topic, served round-robin so that one topic's
     higher scores cannot starve the others (thesis §2.3.3). The order (``order``: strict, band,
-    host-parallel) and exploration (``link_clusters``: :class:`LinkClusters`) hold within each."""
+    host-parallel) and exploration (``link_clusters`` and ``host_clusters``: :class:`LinkClusters`)
+    hold within each."""
 
     def __init__(self, db: sqlite3.Connection, hosts: Hosts, order: str = "band", band: float = 0.05,
-                 link_clusters: float | None = None):
+                 link_clusters: float | None = None, host_clusters: float | None = None):
         self.db = db
         self.hosts = hosts
         self.heaps = HostHeaps(hosts, order, band)
         self._seen: SeenSet | None = None  # read by the load, or the first lookup
-        self.clusters = LinkClusters(db, hosts, self.heaps, link_clusters, self._refresh, lambda: self.seen) \
-            if link_clusters else None
+        self.clusters = LinkClusters(db, hosts, self.heaps, link_clusters, host_clusters, self._refresh,
+                                     lambda: self.seen) if link_clusters or host_clusters else None
         self.size = 0  # queued URLs
         self.in_flight = 0
         self.done = 0  # URLs fetched over the whole crawl, resumes included (refused ones are not)
@@ -72,6 +73,8 @@ class SqliteFrontier:
         if known is None:
             known = self.known([url for url, _, _, _ in each_url])
         for url, host, priority, skip_reason in each_url:
+            if self.clusters is not None:  # what its host's pages have turned out to be worth
+                priority *= self.clusters.factor_of(host)
             seen = known.get(url)
             if seen is None:
                 state = QUEUED if skip_reason is None else SKIPPED

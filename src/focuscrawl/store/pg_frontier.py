@@ -85,6 +85,13 @@ CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how th
     predicted double precision NOT NULL,
     factor double precision NOT NULL
 );
+CREATE TABLE IF NOT EXISTS host_clusters (  -- the URLs of one host: how those fetched turned out (FrontierSteps)
+    host text PRIMARY KEY,
+    pages integer NOT NULL,
+    relevance double precision NOT NULL,
+    predicted double precision NOT NULL,
+    factor double precision NOT NULL
+);
 """
 
 
@@ -119,7 +126,7 @@ def connect(dsn: str, crawl: str) -> psycopg.Connection:
     schema = schema_of(crawl)
     db = not_inherited(psycopg.connect(dsn, autocommit=True), _close_socket)
     db.execute(f"SET search_path TO {schema}")
-    create_tables(db, schema, "link_clusters", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
+    create_tables(db, schema, "host_clusters", f"CREATE SCHEMA IF NOT EXISTS {schema}; {SCHEMA}")
     return db
 
 
@@ -223,6 +230,7 @@ class FrontierSteps:
 
     db: psycopg.Connection
     cluster_prior: float | None  # frontier.link_clusters (α); None: no link clusters
+    host_prior: float | None  # frontier.host_clusters (α); None: no host clusters
 
     def promote(self, priorities: dict[int, float]) -> int:
         return queue_again(self.db, [(HEAD + p, url_id) for url_id, p in priorities.items()],
@@ -232,30 +240,42 @@ class FrontierSteps:
         return queue_again(self.db, rows)
 
     def learn_cluster(self, item: Item, relevance: float) -> None:
-        """The SQLite frontier's link clusters (:class:`~.clusters.LinkClusters`), shared: each
-        worker's page updates its cluster's row, which holds the others' until the page commits."""
-        if self.cluster_prior is None or item.parent_id is None or item.priority >= HEAD / 2:
+        """The SQLite frontier's link and host clusters (:class:`~.clusters.LinkClusters`), shared:
+        each worker's page updates its clusters' rows, which hold the others' until the page commits."""
+        if item.priority >= HEAD / 2:
             return
+        linked = self.cluster_prior is not None and item.parent_id is not None
+        cluster = linked and self.db.execute("SELECT factor FROM link_clusters WHERE parent_id = %s",
+                                             (item.parent_id,)).fetchone()
+        cluster_factor = cluster[0] if cluster else 1.0
+        if self.host_prior is not None:
+            self._learn("host_clusters", "host", item.host, relevance, item.priority / cluster_factor, self.host_prior)
+        if linked:
+            self._learn("link_clusters", "parent_id", item.parent_id, relevance, item.priority, self.cluster_prior)
+
+    def _learn(self, table: str, column: str, key, relevance: float, priority: float, alpha: float) -> None:
+        """A fetched page of a cluster whose factor ``priority`` holds (and, for a host, nothing
+        else: the link cluster's taken out): the factor learnt, the queued URLs scaled if it moved."""
         pages, total, predicted, factor = self.db.execute(
-            "INSERT INTO link_clusters AS c (parent_id, pages, relevance, predicted, factor) VALUES (%s, 1, %s, %s, 1.0)"
-            " ON CONFLICT (parent_id) DO UPDATE SET pages = c.pages + 1, relevance = c.relevance + EXCLUDED.relevance,"
-            " predicted = c.predicted + EXCLUDED.predicted / c.factor RETURNING pages, relevance, predicted, factor",
-            (item.parent_id, relevance, item.priority)).fetchone()
-        prior = self.cluster_prior * predicted / pages
+            f"INSERT INTO {table} AS c ({column}, pages, relevance, predicted, factor) VALUES (%s, 1, %s, %s, 1.0)"
+            f" ON CONFLICT ({column}) DO UPDATE SET pages = c.pages + 1, relevance = c.relevance + EXCLUDED.relevance,"
+            f" predicted = c.predicted + EXCLUDED.predicted / c.factor RETURNING pages, relevance, predicted, factor",
+            (key, relevance, priority)).fetchone()
+        prior = alpha * predicted / pages
         learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
         if abs(learnt / factor - 1) > CLUSTER_STEP:  # else the queued URLs keep the factor they have
-            self.db.execute("UPDATE link_clusters SET factor = %s WHERE parent_id = %s", (learnt, item.parent_id))
+            self.db.execute(f"UPDATE {table} SET factor = %s WHERE {column} = %s", (learnt, key))
             self._scaled(self.db.execute(
-                f"UPDATE urls SET priority = priority * %s WHERE parent_id = %s AND state = {QUEUED} AND priority"
-                f" < {HEAD / 2} RETURNING host", (learnt / factor, item.parent_id)))
+                f"UPDATE urls SET priority = priority * %s WHERE {column} = %s AND state = {QUEUED} AND priority"
+                f" < {HEAD / 2} RETURNING host", (learnt / factor, key)))
 
     def reapply_clusters(self) -> int:
         """After a re-scoring of queued URLs, the clusters' factors apply to them again."""
-        if self.cluster_prior is None:
-            return 0
-        return self._scaled(self.db.execute(
-            f"UPDATE urls SET priority = urls.priority * c.factor FROM link_clusters c WHERE c.parent_id = urls.parent_id"
+        return sum(self._scaled(self.db.execute(
+            f"UPDATE urls SET priority = urls.priority * c.factor FROM {table} c WHERE c.{column} = urls.{column}"
             f" AND c.factor <> 1 AND urls.state = {QUEUED} AND urls.priority < {HEAD / 2} RETURNING urls.host"))
+            for table, column, prior in (("link_clusters", "parent_id", self.cluster_prior),
+                                         ("host_clusters", "host", self.host_prior)) if prior is not None)
 
     def _scaled(self, hosts) -> int:
         """The hosts of URLs whose priorities were scaled get their best again; how many URLs."""
@@ -377,14 +397,14 @@ class PgFrontier(HostLeases):
     """The worker's side of the shared frontier (the crawl's :class:`~focuscrawl.frontier.Frontier`
     protocol: seen set, queue, hand-out, finish). ``leases``: hosts held at once; ``batch``: URLs
     taken per lease; ``lease_seconds``: how long a lease lives without renewal; ``order`` and
-    ``band``: the SQLite frontier's hand-out order (:class:`HandOutOrder`); ``link_clusters``:
-    the prior of its link clusters (:meth:`FrontierSteps.learn_cluster`)."""
+    ``band``: the SQLite frontier's hand-out order (:class:`HandOutOrder`); ``link_clusters`` and
+    ``host_clusters``: the priors of its link and host clusters (:meth:`FrontierSteps.learn_cluster`)."""
 
     def __init__(self, db: psycopg.Connection, worker: str, hosts: Hosts, leases: int = 16, batch: int = 8,
                  lease_seconds: float = 30.0, order: str = "band", band: float = 0.05,
-                 link_clusters: float | None = None):
+                 link_clusters: float | None = None, host_clusters: float | None = None):
         self.db, self.worker, self.hosts = db, worker, hosts
-        self.order, self.cluster_prior = HandOutOrder(order, band), link_clusters
+        self.order, self.cluster_prior, self.host_prior = HandOutOrder(order, band), link_clusters, host_clusters
         self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
         self.share = leases  # hosts this worker may hold: its fair share of the open hosts among the live workers
         self.leases: dict[str, Lease] = {}
@@ -464,8 +484,9 @@ class PgFrontier(HostLeases):
         150 links about 1.3 ms more of the crawl's CPU."""
         hashes = [hashed for hashed, *_ in found]
         rows = self.db.execute(
-            f"WITH t AS (SELECT * FROM unnest(%(h)b::bigint[], %(u)b::text[], %(host)b::text[], %(p)b::float8[],"
-            f" %(s)b::text[]) AS t(h, u, host, p, s)),"
+            f"WITH t AS (SELECT h, u, host, p * COALESCE((SELECT factor FROM host_clusters c WHERE c.host = n.host), 1)"
+            f" AS p, s FROM unnest(%(h)b::bigint[], %(u)b::text[], %(host)b::text[], %(p)b::float8[], %(s)b::text[])"
+            f" AS n(h, u, host, p, s)),"  # a URL comes at what its host's pages have turned out to be worth
             f" ins AS (INSERT INTO urls (url_hash, url, host, depth, parent_id, priority, state, skip_reason,"
             f" discovered_at, tunnel, queue) SELECT h, u, host, %(depth)s, %(parent)s, p, CASE WHEN s IS NULL THEN"
             f" {QUEUED} ELSE {SKIPPED} END, s, {NOW}, %(tunnel)s, %(queue)s FROM t ON CONFLICT (url_hash) DO NOTHING"

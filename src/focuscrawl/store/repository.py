@@ -108,7 +108,8 @@ class Repository(Protocol):
     search: Any  # the backend's search index (:class:`.search_index.SearchIndex` for SQLite)
     near_duplicates: RunningRecords  # where a running crawl signs its pages (store.near_duplicates)
 
-    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> Frontier: ...
+    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None,
+                     host_clusters: float | None = None) -> Frontier: ...
 
     def transaction(self) -> AbstractContextManager: ...
     def run_unit(self, work: Callable[[], T]) -> T: ...
@@ -167,9 +168,10 @@ class Store(LinkInstances):
         self.near_duplicates = self.search.near_duplicates
         self.anchor_follower = AnchorFollower(self.search, active=search_index)  # a crawl keeping it current
 
-    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None) -> SqliteFrontier:
+    def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None,
+                     host_clusters: float | None = None) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""
-        return SqliteFrontier(self.db, hosts, order, band, link_clusters)
+        return SqliteFrontier(self.db, hosts, order, band, link_clusters, host_clusters)
 
     def close(self) -> None:
         """Commit what is written and close; if that last commit fails (a full disk), its

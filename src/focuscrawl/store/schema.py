@@ -125,6 +125,13 @@ CREATE TABLE IF NOT EXISTS link_clusters (  -- the out-links of one page: how th
     predicted REAL NOT NULL,  -- the sum of their priorities before the factor
     factor REAL NOT NULL  -- what the queued ones' priorities are multiplied by now
 );
+CREATE TABLE IF NOT EXISTS host_clusters (  -- the URLs of one host: how those fetched turned out (frontier.py)
+    host TEXT PRIMARY KEY,
+    pages INTEGER NOT NULL,
+    relevance REAL NOT NULL,
+    predicted REAL NOT NULL,  -- the sum of their priorities before the host's factor
+    factor REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sitemaps (origin TEXT NOT NULL, url TEXT NOT NULL, PRIMARY KEY (origin, url));
 """
 
