@@ -75,16 +75,20 @@ class LinkClusters:
         self.db.execute(f"INSERT OR REPLACE INTO {table} ({column}, pages, relevance, predicted, factor)"
                         " VALUES (?, ?, ?, ?, ?)", (key, pages, total, predicted, learnt if moved else factor))
         if moved:
-            self._scale_where(f"{column} = ?", key, learnt / factor)
+            if column == "host":  # (by the queue-and-host index: the queues it has URLs in)
+                queues = sorted(self.heaps.queues_of.get(key, ()))
+                self._scale(f"queue IN ({', '.join('?' * len(queues))}) AND host = ?", (*queues, key), learnt / factor)
+            else:
+                self._scale("parent_id = ?", (key,), learnt / factor)
             return learnt
         return None
 
-    def _scale_where(self, where: str, key, ratio: float) -> None:
+    def _scale(self, where: str, keys: tuple, ratio: float) -> None:
         """Multiply the priorities of a cluster's queued URLs (not those promoted to the head) and
         keep the hosts' best URLs true: a host whose best was one of them is read again."""
         rows = self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE {where} AND state = {QUEUED}"
                                f" AND priority < {HEAD / 2} RETURNING id, queue, host, priority",
-                               (ratio, key)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
+                               (ratio, *keys)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
         self.seen().set_priorities([i for i, _, _, _ in rows], [p for _, _, _, p in rows])
         stale = set()
         for url_id, queue, name, priority in rows:
