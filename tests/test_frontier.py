@@ -71,6 +71,16 @@ def test_strict_order_hands_out_in_priority_order_across_busy_hosts(many_hosts, 
     assert len([(p, best) for p, best in host_parallel if p < 1 <= best]) > 10
 
 
+def _link_good_region(pages: list[SitePage], index: dict) -> None:
+    """good.test's three entries each open a third of its 100 pages, which link each other."""
+    for i in range(3):
+        pages[index[("good.test", f"/entry/{i}.html")]].links = [index[("good.test", f"/net/{j}.html")]
+                                                                 for j in range(i * 33, i * 33 + 33)]
+    for i in range(100):
+        pages[index[("good.test", f"/net/{i}.html")]].links = [index[("good.test", f"/net/{(i + k) % 100}.html")]
+                                                               for k in (1, 7)]
+
+
 @pytest.fixture(scope="module")
 def trap():
     """A start page links to a hub that reads as the topic itself but whose 120 links lead off it
@@ -91,12 +101,7 @@ def trap():
     pages[1].links = [index[("trap.test", f"/off/{i}.html")] for i in range(120)]
     for i in range(120):
         pages[index[("trap.test", f"/off/{i}.html")]].links = [index[("trap.test", f"/off/{(i + 1) % 120}.html")]]
-    for i in range(3):
-        pages[index[("good.test", f"/entry/{i}.html")]].links = [index[("good.test", f"/net/{j}.html")]
-                                                                 for j in range(i * 33, i * 33 + 33)]
-    for i in range(100):
-        pages[index[("good.test", f"/net/{i}.html")]].links = [index[("good.test", f"/net/{(i + k) % 100}.html")]
-                                                               for k in (1, 7)]
+    _link_good_region(pages, index)
     return Site(pages, ["start.test", "trap.test", "good.test"])
 
 
@@ -127,12 +132,7 @@ def hubs():
     for h in range(10):
         pages[index[("hubs.test", f"/hub/{h}.html")]].links = [index[("hubs.test", f"/class/{h}/{i}.html")]
                                                                for i in range(12)]
-    for i in range(3):
-        pages[index[("good.test", f"/entry/{i}.html")]].links = [index[("good.test", f"/net/{j}.html")]
-                                                                 for j in range(i * 33, i * 33 + 33)]
-    for i in range(100):
-        pages[index[("good.test", f"/net/{i}.html")]].links = [index[("good.test", f"/net/{(i + k) % 100}.html")]
-                                                               for k in (1, 7)]
+    _link_good_region(pages, index)
     return Site(pages, ["start.test", "hubs.test", "good.test"])
 
 

@@ -114,33 +114,36 @@ cdef str _words(const unsigned char *data, size_t length):
     return PyUnicode_DecodeUTF8(<const char *> out, kept, "replace")
 
 
-cdef str _attribute(node_t *element, const char *name, size_t name_length):
-    """The element's attribute of that lower-case name ("" if it has no value, None if the element
-    has none), found by walking its few attributes: lexbor's own lookup hashes the name first."""
+cdef attr_t *_find_attribute(node_t *element, const char *name, size_t name_length, attr_string_f named) noexcept:
+    """The element's first attribute whose name (``named``: its qualified or its local name) is
+    that lower-case one, found by walking its few attributes (lexbor's own lookup hashes the name)."""
     cdef attr_t *attr = first_attribute(element)
     cdef size_t length = 0
     cdef const unsigned char *text
     while attr != NULL:
-        text = attribute_name(attr, &length)
+        text = named(attr, &length)
         if text != NULL and length == name_length and memcmp(text, name, length) == 0:
-            text = attribute_value(attr, &length)
-            return "" if text == NULL else PyUnicode_DecodeUTF8(<const char *> text, length, "replace")
+            return attr
         attr = next_attribute(attr)
-    return None
+    return NULL
+
+
+cdef str _attribute(node_t *element, const char *name, size_t name_length):
+    """The element's attribute of that lower-case name ("" if it has no value, None if the element
+    has none)."""
+    cdef attr_t *attr = _find_attribute(element, name, name_length, attribute_name)
+    cdef size_t length = 0
+    cdef const unsigned char *text
+    if attr == NULL:
+        return None
+    text = attribute_value(attr, &length)
+    return "" if text == NULL else PyUnicode_DecodeUTF8(<const char *> text, length, "replace")
 
 
 cdef bint _has_attribute(node_t *element, const char *name, size_t name_length) noexcept:
     """Whether CSS's ``[name]`` selects the element: an attribute of that local name, in any
     namespace (an SVG element's ``xlink:href`` for ``[href]``)."""
-    cdef attr_t *attr = first_attribute(element)
-    cdef size_t length = 0
-    cdef const unsigned char *text
-    while attr != NULL:
-        text = attribute_local_name(attr, &length)
-        if text != NULL and length == name_length and memcmp(text, name, length) == 0:
-            return True
-        attr = next_attribute(attr)
-    return False
+    return _find_attribute(element, name, name_length, attribute_local_name) != NULL
 
 
 cdef str _text(node_t *document, node_t *node):
