@@ -160,7 +160,7 @@ cdef inline bint is_attribute_stop(Py_UCS4 c) noexcept:
 
 
 cdef inline Py_UCS4 folded_letter(Py_UCS4 c) noexcept:
-    """The ASCII lower-case letter ``same_letter`` takes ``c`` for, if any (else 0)."""
+    """The ASCII character (lower case) ``same_letter`` may take ``c`` for; 0 if none."""
     c = Py_UNICODE_TOLOWER(c)
     return c if c < 128 else 0x69 if c == 0x131 else 0x73 if c == 0x17f else 0
 

@@ -414,9 +414,10 @@ _HEAD_TAG_IDS = tuple(next(iter(_tag_ids((name,)))) for name in ("title", "base"
 def walk_in_python(root: LexborNode) -> Walked:
     """The leaves under ``root``, its anchors as (href, rel, first leaf, last leaf) in the order
     they end, its navigation as ranges of leaves [start, end) (the outermost of nested ones), and
-    its ``head_elements``: one pass in document order, and the query. lexbor's traversal yields no end events, so an anchor or a
-    navigation is closed when the walk reaches the node after its subtree, and so is a skipped
-    invisible one. The reference for ``_leafwalk``'s walk in C, and the walk where that is not built."""
+    its ``head_elements``: one pass in document order, and the query. lexbor's traversal yields no
+    end events, so an anchor or a navigation is closed when the walk reaches the node after its
+    subtree, and so is a skipped invisible one. The reference for ``_leafwalk``'s walk in C, and
+    the walk where that is not built."""
     leaves: list[str] = []
     anchors: list[tuple[str, str, int, int]] = []
     navigation: list[tuple[int, int]] = []
