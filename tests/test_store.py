@@ -891,6 +891,23 @@ def test_a_hosts_queued_and_future_urls_fall_as_its_fetched_pages_turn_out_below
     assert [row[5] for row in store.queries.queued_with_parents(1e5) if "a.test" in row[2]] == [pytest.approx(0.4)] * 4
 
 
+def test_a_host_factor_learnt_in_a_rolled_back_page_is_forgotten_with_it(store):
+    hosts = Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs", "politeness": {"min_interval": 0.0}}))
+    frontier = SqliteFrontier(store.db, hosts, host_clusters=2.0)
+    with store.transaction():
+        frontier.add([(f"http://a.test/{i}", "a.test", 0.9, None) for i in range(3)], 1, 1)
+    with pytest.raises(RuntimeError), store.transaction():
+        item = frontier.next_ready()
+        frontier.finish(item)
+        frontier.learn_cluster(item, 0.0)
+        assert frontier.clusters.factor_of("a.test") < 1
+        raise RuntimeError("the page's unit failed")
+    frontier.resync()  # as the crawl does after a rolled-back page
+    assert frontier.clusters.factor_of("a.test") == 1.0
+    frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 2)
+    assert store.db.execute("SELECT priority FROM urls WHERE url = 'http://a.test/new'").fetchone() == (0.9,)
+
+
 # -- queries: link analysis, adaptation -------------------------------
 
 def test_crawl_topics_are_the_taxonomy_topics_with_pages_or_the_one_topic(store):

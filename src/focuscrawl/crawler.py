@@ -40,6 +40,10 @@ from focuscrawl.topics import examples_kind, expand, train_critic
 
 log = logging.getLogger(__name__)
 
+DISK_FULL = "disk full"  # the stop reason's start when a write found no space
+# stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
+INTERRUPTIONS = ("signal", DISK_FULL)
+
 
 def linear_algebra_on_one_thread() -> threadpool_limits:
     """Inside, OpenBLAS and OpenMP use the calling thread only. The crawl's process does small
@@ -47,10 +51,6 @@ def linear_algebra_on_one_thread() -> threadpool_limits:
     a second thread gains nothing and OpenBLAS's threads spin-wait after every call: 0.23 ms of
     CPU a page on the small test web, on the core the judging worker needs."""
     return threadpool_limits(limits=1)
-
-DISK_FULL = "disk full"  # the stop reason's start when a write found no space
-# stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
-INTERRUPTIONS = ("signal", DISK_FULL)
 
 
 def out_of_space(error: BaseException) -> bool:

@@ -25,7 +25,12 @@ class LinkClusters:
         ``seen()``: the frontier's seen set, told of new priorities."""
         self.db, self.hosts, self.heaps, self.refresh, self.seen = db, hosts, heaps, refresh, seen
         self.prior, self.host_prior = prior, host_prior
-        self.host_factors: dict[str, float] = dict(db.execute("SELECT host, factor FROM host_clusters"))
+        self.host_factors: dict[str, float] = {}  # host_clusters' factors, read once for each URL queued
+        self.read_host_factors()
+
+    def read_host_factors(self) -> None:
+        """The hosts' factors as the database holds them (at the start, and after a rolled-back page)."""
+        self.host_factors = dict(self.db.execute("SELECT host, factor FROM host_clusters"))
 
     def factor_of(self, host: str) -> float:
         """What a new URL of ``host`` is queued with: the strategy's priority times this."""
@@ -48,15 +53,21 @@ class LinkClusters:
         if item.priority >= HEAD / 2:
             return
         parent = item.parent_id
-        cluster = self._row("link_clusters", "parent_id", parent) if parent is not None and self.prior else NO_CLUSTER
+        linked = parent is not None and self.prior
+        cluster = self._row("link_clusters", "parent_id", parent) if linked else NO_CLUSTER
         if self.host_prior:
             host = self._row("host_clusters", "host", item.host)
-            learnt = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
-                                 relevance, self.host_prior)
-            if learnt is not None:
-                self.host_factors[item.host] = learnt
-        if parent is not None and self.prior:
-            self._learn("link_clusters", "parent_id", parent, cluster, item.priority / cluster[3], relevance, self.prior)
+            ratio = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
+                                relevance, self.host_prior)
+            if ratio is not None:  # (by the queue-and-host index: the queues it has URLs in)
+                self.host_factors[item.host] = host[3] * ratio
+                queues = sorted(self.heaps.queues_of.get(item.host, ()))
+                self._scale(f"queue IN ({', '.join('?' * len(queues))}) AND host = ?", (*queues, item.host), ratio)
+        if linked:
+            ratio = self._learn("link_clusters", "parent_id", parent, cluster, item.priority / cluster[3], relevance,
+                                self.prior)
+            if ratio is not None:
+                self._scale("parent_id = ?", (parent,), ratio)
 
     def _row(self, table: str, column: str, key) -> tuple:
         """A cluster's (pages, relevance, predicted, factor)."""
@@ -65,8 +76,8 @@ class LinkClusters:
 
     def _learn(self, table: str, column: str, key, row: tuple, predicted_one: float, relevance: float,
                alpha: float) -> float | None:
-        """A fetched page of the cluster ``key`` (its row): its factor learnt, its queued URLs scaled
-        if it moved; the new factor then (None: unchanged)."""
+        """A fetched page of the cluster ``key`` (its row): its factor learnt; by how much its queued
+        URLs are to be scaled (None: it did not move)."""
         pages, total, predicted, factor = row
         pages, total, predicted = pages + 1, total + relevance, predicted + predicted_one
         prior = alpha * predicted / pages
@@ -74,14 +85,7 @@ class LinkClusters:
         moved = abs(learnt / factor - 1) > CLUSTER_STEP  # else the queued URLs keep the factor they have
         self.db.execute(f"INSERT OR REPLACE INTO {table} ({column}, pages, relevance, predicted, factor)"
                         " VALUES (?, ?, ?, ?, ?)", (key, pages, total, predicted, learnt if moved else factor))
-        if moved:
-            if column == "host":  # (by the queue-and-host index: the queues it has URLs in)
-                queues = sorted(self.heaps.queues_of.get(key, ()))
-                self._scale(f"queue IN ({', '.join('?' * len(queues))}) AND host = ?", (*queues, key), learnt / factor)
-            else:
-                self._scale("parent_id = ?", (key,), learnt / factor)
-            return learnt
-        return None
+        return learnt / factor if moved else None
 
     def _scale(self, where: str, keys: tuple, ratio: float) -> None:
         """Multiply the priorities of a cluster's queued URLs (not those promoted to the head) and

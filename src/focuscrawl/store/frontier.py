@@ -54,6 +54,8 @@ class SqliteFrontier:
             self._seen.reread(self.db)
         self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
         self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
+        if self.clusters is not None:
+            self.clusters.read_host_factors()
         self.heaps.clear()
         best = "SELECT queue, host, MAX(priority), id FROM urls WHERE state = ? GROUP BY queue, host"
         for queue, name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():
