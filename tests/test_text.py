@@ -149,13 +149,13 @@ def test_term_frequencies_equal_counting_the_terms():
     assert Analyzer(stem=False).term_frequencies(text) == Counter(Analyzer(stem=False).terms(text))
 
 
-def test_stem_cache_that_fills_up_starts_again_with_the_same_stems(monkeypatch):
+def test_term_cache_that_fills_up_starts_again_with_the_same_terms(monkeypatch):
     import focuscrawl.text
 
-    monkeypatch.setattr(focuscrawl.text, "STEM_CACHE_SIZE", 5)
+    monkeypatch.setattr(focuscrawl.text, "TERM_CACHE_SIZE", 5)
     analyzer = Analyzer()
     first = analyzer.terms("connections connected connecting runners running dogs cats houses")
-    assert len(analyzer._stems) <= 8
+    assert len(analyzer._terms) <= 8
     assert analyzer.terms("connections connected connecting runners running dogs cats houses") == first
     assert first == Analyzer().terms("connections connected connecting runners running dogs cats houses")
 
@@ -165,10 +165,10 @@ def test_an_analyzer_sent_to_another_process_finds_the_stems_its_language_has_th
     import pickle
 
     analyzer = Analyzer()
-    analyzer.terms("connections connected connecting")
+    analyzer.terms("the connections connected connecting")
     copy = pickle.loads(pickle.dumps(analyzer))
-    assert copy._stems is analyzer._stems and copy._stems["connections"] == "connect"
-    assert Analyzer("de")._stems is not analyzer._stems
+    assert copy._terms is analyzer._terms and copy._terms["connections"] == "connect" and copy._terms["the"] == ""
+    assert Analyzer("de")._terms is not analyzer._terms and Analyzer(stem=False)._terms is not analyzer._terms
 
 
 def test_leaf_terms_equal_the_terms_of_each_leaf_in_turn():

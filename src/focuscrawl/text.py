@@ -74,7 +74,7 @@ def tokens(text: str) -> list[str]:
     return [t for t in find_leaf_tokens(text.lower()) if len(t) > 1]  # (a NUL is one character)
 
 
-STEM_CACHE_SIZE = 200_000  # distinct words remembered per language in a process (a few tens of MB at most)
+TERM_CACHE_SIZE = 200_000  # distinct words remembered per language in a process (a few tens of MB at most)
 
 
 @lru_cache(maxsize=None)
@@ -100,10 +100,11 @@ def foreign_stopword_set(language: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=None)
-def _stem_cache(language: str) -> dict[str, str]:
-    """The stems of the words seen so far, one dictionary for every analyzer of the language in
-    the process: a judge handed to a worker process (a retrained critic, the apprentice's new
-    model) comes without its own and would stem every word again."""
+def _term_cache(language: str, stem: bool) -> dict[str, str]:
+    """The term of each word seen so far ("" for a word that is none: a stop word, a single
+    character), one dictionary for every analyzer of these settings in the process: a judge
+    handed to a worker process (a retrained critic, the apprentice's new model) comes without
+    its own and would stem every word again."""
     return {}
 
 
@@ -202,7 +203,7 @@ class Analyzer:
         self.stem = stem
         self._stop = stopword_set(language)
         self._stemmer = _stemmer(language) if stem else None
-        self._stems = _stem_cache(language)
+        self._terms = _term_cache(language, stem)
 
     def terms(self, text: str) -> list[str]:
         return self.leaf_terms([text]).terms()
@@ -213,15 +214,16 @@ class Analyzer:
         return self._leaf_terms(_leaf_tokens(leaves))
 
     def _leaf_terms(self, coded: Coded) -> LeafTerms:
-        """``leaf_terms`` from the leaves' words, coded. Per word, only numpy runs; stop words,
-        stemming and the terms' vocabulary are worked out once per distinct word."""
-        words = list(coded.counts)
-        kept = [code for code, w in enumerate(words) if len(w) > 1 and w not in self._stop]
-        stems = self._stem([words[code] for code in kept])
-        vocabulary = list(dict.fromkeys(stems))
-        term_code = dict(zip(vocabulary, range(len(vocabulary))))
-        word_term = np.full(len(words), -1, dtype=np.int64)  # -1: a stop word, a single letter
-        word_term[kept] = [term_code[s] for s in stems]
+        """``leaf_terms`` from the leaves' words, coded. Per word, only numpy runs; the terms and
+        their vocabulary are worked out once per distinct word, in C loops over it (``map``,
+        ``dict.fromkeys``: a page's 840 distinct words, navigation's included, 0.27 → 0.16 ms)."""
+        terms = self._terms_of(list(coded.counts))
+        code = dict.fromkeys(terms)
+        code.pop("", None)
+        vocabulary = list(code)
+        code = dict(zip(vocabulary, range(len(vocabulary))))
+        code[""] = -1  # a stop word, a single character
+        word_term = np.fromiter(map(code.__getitem__, terms), dtype=np.int64, count=len(terms))
         term_of_token = word_term[coded.codes]
         keep = term_of_token >= 0
         return LeafTerms(vocabulary, term_of_token[keep], coded.leaf[keep])
@@ -271,10 +273,10 @@ class Analyzer:
         if memo is not None and (known := memo.get((self.terms_key, text))) is not None:
             return known
         words = word_counts(text) if words is None else words
-        kept = [w for w in words if len(w) > 1 and w not in self._stop]
         frequencies: dict[str, int] = {}
-        for word, term in zip(kept, self._stem(kept)):
-            frequencies[term] = frequencies.get(term, 0) + words[word]
+        for (word, count), term in zip(words.items(), self._terms_of(list(words))):
+            if term:
+                frequencies[term] = frequencies.get(term, 0) + count
         if memo is not None:
             memo[self.terms_key, text] = frequencies
         return frequencies
@@ -284,22 +286,22 @@ class Analyzer:
         knows them."""
         return {(self.terms_key, text): counted for text, counted in zip(texts, frequencies)}
 
-    def _stem(self, words: list[str]) -> list[str]:
-        """Snowball stems through a dictionary of the words seen so far (a lookup is ~15x
-        cheaper than PyStemmer's own call per word)."""
-        if self._stemmer is None:
-            return words
-        stems = self._stems
-        missing = [w for w in set(words) if w not in stems]
-        if missing:
-            if len(stems) + len(missing) > STEM_CACHE_SIZE:
-                stems.clear()
-                missing = list(set(words))
-            stems.update(zip(missing, self._stemmer.stemWords(missing)))
-        try:
-            return [stems[w] for w in words]
-        except KeyError:  # another thread's analyzer emptied the shared cache meanwhile
-            return self._stemmer.stemWords(words)
+    def _terms_of(self, words: list[str]) -> list[str]:
+        """Each word's term ("" if none) through the dictionary of the words seen so far: a
+        lookup is ~15x cheaper than PyStemmer's own call per word, and it holds the stop words'
+        verdict too."""
+        terms = self._terms
+        found = list(map(terms.get, words))
+        if None not in found:
+            return found
+        missing = [word for word, term in zip(words, found) if term is None]
+        if len(terms) + len(missing) > TERM_CACHE_SIZE:
+            terms.clear()
+        kept = [word for word in missing if len(word) > 1 and word not in self._stop]
+        made = dict.fromkeys(missing, "")
+        made.update(zip(kept, self._stemmer.stemWords(kept) if self._stemmer else kept))
+        terms.update(made)
+        return [made[word] if term is None else term for word, term in zip(words, found)]
 
     def __call__(self, text: str) -> list[str]:
         """scikit-learn vectorizers call an analyzer with the raw document."""
