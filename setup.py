@@ -1,6 +1,6 @@
 """The compiled parts: the parser's leaf walk (``src/focuscrawl/_leafwalk.pyx``), the tokenizer
-of a page's leaves (``src/focuscrawl/_tokens.pyx``), the apprentice's table of feature ids
-(``src/focuscrawl/_idtable.pyx``), and the nesting estimate (``src/focuscrawl/nesting.py``,
+of a page's leaves (``src/focuscrawl/_tokens.pyx``), the apprentice's link windows and table of
+feature ids (``src/focuscrawl/_idtable.pyx``), and the nesting estimate (``src/focuscrawl/nesting.py``,
 plain Python compiled as it is, with the types of its ``.pxd``). All are optional: without a C
 compiler the install goes on, and ``focuscrawl.parse``, ``focuscrawl.text``,
 ``focuscrawl.apprentice`` and ``focuscrawl.nesting`` do it in Python."""

@@ -80,6 +80,29 @@ def test_features_of_many_links_match_link_by_link_extraction():
         np.testing.assert_array_equal(np.sort(features), np.sort(alone))
 
 
+@pytest.mark.skipif(IdTable is None, reason="the id table is not built (no compiler)")
+def test_the_windows_made_in_c_are_those_of_the_array_arithmetic(monkeypatch):
+    """Random pages (tokens on ascending leaves, some leaves without any) and links (spans anywhere,
+    before the first token and past the last too): the same feature ids and bounds either way."""
+    from focuscrawl.text import LeafTerms
+
+    rng = np.random.default_rng(11)
+    cases = []
+    for _ in range(300):
+        tokens, vocabulary = int(rng.integers(0, 60)), [f"t{i}é" for i in range(int(rng.integers(1, 15)))]
+        leaf = np.sort(rng.integers(0, 40, tokens))
+        starts = rng.integers(-5, 45, int(rng.integers(0, 12)))
+        spans = (starts, starts + rng.integers(0, 4, len(starts)), int(rng.integers(0, 7)))
+        cases.append((LeafTerms(vocabulary, rng.integers(0, len(vocabulary), tokens), leaf), *spans))
+    in_c = [link_windows(*case) for case in cases]
+    monkeypatch.setattr("focuscrawl.apprentice.windows", None)
+    for made, case in zip(in_c, cases):
+        expected = link_windows(*case)
+        assert made.features.dtype == expected.features.dtype == np.uint32 and made.bounds.dtype == np.int32
+        assert made.features.tolist() == expected.features.tolist() and made.bounds.tolist() == expected.bounds.tolist()
+    assert sum(len(made.features) for made in in_c) > 1000
+
+
 def test_the_stored_features_gathered_from_a_pages_windows_are_those_packed_from_its_links_features():
     """The crawl's process records the wanted links' features gathered straight from the windows
     made where the page was judged, and packs them from the links' features with a family."""

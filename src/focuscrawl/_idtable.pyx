@@ -2,11 +2,12 @@
 """The apprentice's feature ids to their columns (``apprentice.Apprentice._lookup``): a hash table
 with open addressing, made once per model and asked about every ⟨t, d⟩ id of a page's link
 windows (15 000 on a page of an eval crawl: 0.5 ms by binary search over 25 000 sorted ids) and
-of the queued links at each re-scoring. Where it is not built, the binary search does it."""
+of the queued links at each re-scoring. Where it is not built, the binary search does it. Also
+the page's link windows those ids are made of (``windows``; numpy's array arithmetic without it)."""
 
 import numpy as np
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 cdef int64_t EMPTY = -1  # (feature ids are not negative)
 
@@ -64,3 +65,47 @@ cdef class IdTable:
                     break
                 at = (at + 1) & self.mask
         return found
+
+
+def windows(const int64_t[::1] leaf, const int64_t[::1] term_id, const int64_t[::1] starts,
+            const int64_t[::1] ends, int64_t d_max):
+    """``apprentice.link_windows`` in two passes over the links (the numpy one made a dozen arrays
+    of the page's 12 000 ⟨t, d⟩ ids): each link's tokens within ``d_max`` leaves of its span
+    (``leaf``: the tokens' leaves, ascending; ``term_id``: their terms' ids), as feature ids
+    (uint32) end to end, and where each link's start (int32)."""
+    cdef Py_ssize_t links = starts.shape[0], tokens = leaf.shape[0], i, k, at = 0
+    cdef int64_t width = 2 * d_max + 1, fold = 4294967296 // width, start, end, position, offset
+    if term_id.shape[0] != tokens or ends.shape[0] != links:
+        raise ValueError("the tokens' leaves and terms, or the links' starts and ends, differ in length")
+    low_of = np.empty(links, dtype=np.int64)
+    bounds = np.empty(links + 1, dtype=np.int32)
+    cdef int64_t[::1] low = low_of
+    cdef int32_t[::1] bound = bounds
+    bound[0] = 0
+    for i in range(links):
+        low[i] = _first_after(leaf, starts[i] - d_max - 1)
+        at += _first_after(leaf, ends[i] + d_max) - low[i]
+        bound[i + 1] = at
+    features = np.empty(at, dtype=np.uint32)
+    cdef uint32_t[::1] out = features
+    at = 0
+    for i in range(links):
+        start, end = starts[i], ends[i]
+        for k in range(low[i], low[i] + bound[i + 1] - bound[i]):
+            position = leaf[k]
+            offset = position - start if position < start else (position - end if position > end else 0)
+            out[at] = <uint32_t>((term_id[k] % fold) * width + offset + d_max)
+            at += 1
+    return features, bounds
+
+
+cdef inline Py_ssize_t _first_after(const int64_t[::1] leaf, int64_t value) noexcept:
+    """The first token whose leaf is above ``value`` (binary search; ``leaf`` ascends)."""
+    cdef Py_ssize_t low = 0, high = leaf.shape[0], middle
+    while low < high:
+        middle = (low + high) >> 1
+        if leaf[middle] <= value:
+            low = middle + 1
+        else:
+            high = middle
+    return low

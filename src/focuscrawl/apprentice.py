@@ -40,9 +40,9 @@ from focuscrawl.store.link_instances import gathered
 from focuscrawl.text import Analyzer, LeafTerms
 
 try:
-    from focuscrawl._idtable import IdTable
-except ImportError:  # not built (no C compiler at install): binary search, or pyarrow's hash set
-    IdTable = None
+    from focuscrawl._idtable import IdTable, windows
+except ImportError:  # not built (no C compiler at install): binary search, or pyarrow's hash set; numpy's windows
+    IdTable = windows = None
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,14 @@ class LinkWindows(NamedTuple):
 
 
 def link_windows(leaf_terms: LeafTerms, starts: Sequence[int], ends: Sequence[int], d_max: int = 5) -> LinkWindows:
-    """The windows of all links (given their leaf spans: first and last leaves) gathered with array arithmetic."""
+    """The windows of all links (given their leaf spans: first and last leaves): in C when
+    ``_idtable`` is built, else gathered with array arithmetic."""
     position = leaf_terms.leaf
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
+    if windows is not None:
+        term_id = term_ids(leaf_terms.vocabulary)[leaf_terms.codes] if len(position) else np.zeros(0, dtype=np.int64)
+        return LinkWindows(*windows(np.ascontiguousarray(position, dtype=np.int64), term_id, starts, ends, d_max))
     low = np.searchsorted(position, starts - d_max, "left")
     high = np.searchsorted(position, ends + d_max, "right")
     lengths = high - low
