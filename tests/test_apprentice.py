@@ -542,6 +542,53 @@ def test_links_scored_by_the_judging_workers_get_the_priorities_this_process_wou
     assert went_on[1] == went_on[2]
 
 
+def test_a_url_linked_several_times_from_a_page_is_queued_at_the_best_of_its_links(serve, make_config, tmp_path,
+                                                                                     monkeypatch):
+    """A page names each URL in several places (its fragments: a table of contents, the text, a
+    footer): the apprentice scores every link, and the frontier is handed each URL's links at
+    the best of their priorities."""
+    chess = "The grandmaster opened with the queen's gambit; the rook endgame decided the chess tournament."
+    garden = "Water the roses, prune the apple tree and mulch the garden."
+    pages = {}
+    for h in range(30):
+        targets = [f"/c{h}-{i}" for i in range(4)]
+        toc = "".join(f"<li><a href='{t}#top'>{i}</a></li>" for i, t in enumerate(targets))
+        text = "".join(f"<p>{chess} See <a href='{t}#moves'>game {i}</a>.</p>" for i, t in enumerate(targets))
+        foot = "".join(f"<a href='{t}'>{t}</a> " for t in reversed(targets))
+        pages[f"/hub{h}"] = (f"<html><body><ul>{toc}</ul>{text}<p>{foot}<a href='/hub{h + 1}'>next</a></p></body></html>")
+        for i, t in enumerate(targets):
+            pages[t] = f"<html><body><p>{chess if i % 2 else garden}</p><p>Page {t}.</p></body></html>"
+    server = serve(pages)
+    for kind, text in (("positives", pages["/c0-1"]), ("negatives", pages["/c0-0"])):
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / "0.html").write_text(text)
+    config = make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": 90},
+                         topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
+                         apprentice={"batch": 20, "blend": False}, fetch={"concurrency": 1, "processes": 1},
+                         frontier={"link_clusters": None, "host_clusters": None}, adaptation={"negatives_after": None})
+    given, checked = [], []
+    priority = Apprentice.priority
+    monkeypatch.setattr(Apprentice, "priority", lambda model, *args: given.append(priority(model, *args)) or given[-1])
+    crawler = Crawler.create(config, tmp_path / "crawl")
+    score_links = crawler.apprentice.score_links
+
+    def checking(page, judgement, relevance, found, judged_priorities=None):
+        before, given[:] = list(found), []
+        scored = score_links(page, judgement, relevance, found, judged_priorities)
+        if given:
+            best = {}
+            for i, p in zip(scored.wanted, given[0].tolist()):
+                best[before[i].url] = max(best.get(before[i].url, -1.0), p)
+            assert [found[i] for i in scored.wanted] == [(before[i].url, before[i].host, best[before[i].url], None)
+                                                         for i in scored.wanted]
+            checked.append(len(scored.wanted) - len(best))
+        return scored
+
+    crawler.apprentice.score_links = checking
+    asyncio.run(crawler.run())
+    assert len(checked) > 5 and min(checked) > 0  # pages scored by a ready apprentice, each with URLs linked twice or more
+
+
 def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_crawl(serve, make_config, tmp_path):
     """A crawl of more than one process learns its batches in a process forked beside its own
     (its interpreter stays free for the pages): it says so, keeps each batch's model, re-scores

@@ -195,8 +195,8 @@ class ApprenticeLoop:
                 url = found[i][0]
                 if priority > best.get(url, -math.inf):
                     best[url] = priority
-            host_of = {found[i][0]: found[i][1] for i in wanted}
-            admitted = {url: Discovered(url, host_of[url], priority, None) for url, priority in best.items()}
+            hosts = {found[i][0]: found[i][1] for i in wanted}
+            admitted = {url: Discovered(url, hosts[url], priority, None) for url, priority in best.items()}
             for i in wanted:
                 found[i] = admitted[found[i][0]]
         rows = (pack(features) if features is not None
