@@ -241,3 +241,30 @@ def test_every_command_on_a_missing_foreign_or_corrupt_crawl_says_so_in_one_line
     for args, run in zip(commands, runs):
         assert run.returncode == 2, (args, run.stderr[-500:])
         assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, (args, run.stderr[-500:])
+
+
+def test_an_evaluation_that_runs_out_of_disk_ends_with_one_line(tmp_path, monkeypatch):
+    """A crawl of the evaluation whose last writes find the disk full (SQLite's own error, made
+    here by a database that may not grow) ends the run with one line saying so, not a traceback."""
+    from typer.testing import CliRunner
+
+    from focuscrawl.cli import app
+
+    db = sqlite3.connect(tmp_path / "full.db")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("PRAGMA max_page_count = 4")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        for _ in range(100):
+            db.execute("INSERT INTO t VALUES (?)", ("x" * 4000,))
+    assert full.value.sqlite_errorcode == sqlite3.SQLITE_FULL
+
+    def out_of_space(*args, **kwargs):
+        raise full.value
+
+    monkeypatch.setattr("focuscrawl.evaluate.harness.run_eval", out_of_space)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["eval", "--testweb", str(tmp_path), "--topics", str(tmp_path / "topics.yml"),
+                                      "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {out}: the disk is full (") and "Traceback" not in result.output

@@ -467,6 +467,13 @@ def evaluate(
                            orders=[None if o == "default" else o for o in orders], database=db, workers=workers)
     except (*USER_ERRORS, *((psycopg.Error,) if db else ()), FileNotFoundError) as error:
         _fail(_one_line(error))
+    except (OSError, sqlite3.Error) as error:
+        from focuscrawl.crawler import out_of_space
+
+        if not out_of_space(error):
+            raise
+        _fail(f"{out}: the disk is full ({error}); the evaluation stopped: free space (each crawl of it is kept"
+              " under crawls/), then run it again")
     except EvalInterrupted as error:
         print(f"stopped: {error}", file=sys.stderr)
         raise typer.Exit(130) from None
