@@ -95,8 +95,8 @@ def link_windows(leaf_terms: LeafTerms, starts: Sequence[int], ends: Sequence[in
     position = leaf_terms.leaf
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
+    term_id = term_ids(leaf_terms.vocabulary)[leaf_terms.codes]  # each token's
     if windows is not None:
-        term_id = term_ids(leaf_terms.vocabulary)[leaf_terms.codes] if len(position) else np.zeros(0, dtype=np.int64)
         return LinkWindows(*windows(np.ascontiguousarray(position, dtype=np.int64), term_id, starts, ends, d_max))
     low = np.searchsorted(position, starts - d_max, "left")
     high = np.searchsorted(position, ends + d_max, "right")
@@ -106,7 +106,7 @@ def link_windows(leaf_terms: LeafTerms, starts: Sequence[int], ends: Sequence[in
     token = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
     leaf = position[token]
     offset = np.where(leaf < starts[owner], leaf - starts[owner], np.where(leaf > ends[owner], leaf - ends[owner], 0))
-    features = feature_ids(term_ids(leaf_terms.vocabulary)[leaf_terms.codes[token]], offset, d_max)
+    features = feature_ids(term_id[token], offset, d_max)
     return LinkWindows(features.astype(np.uint32), bounds.astype(np.int32))
 
 

@@ -195,10 +195,10 @@ class ApprenticeLoop:
                 url = found[i][0]
                 if priority > best.get(url, -math.inf):
                     best[url] = priority
-            hosts = {found[i][0]: found[i][1] for i in wanted}
-            admitted = {url: Discovered(url, hosts[url], priority, None) for url, priority in best.items()}
+            admitted: dict[str, Discovered] = {}
             for i in wanted:
-                found[i] = admitted[found[i][0]]
+                url, host, _, _ = found[i]
+                found[i] = admitted.get(url) or admitted.setdefault(url, Discovered(url, host, best[url], None))
         rows = (pack(features) if features is not None
                 else page_link_rows(self.analyzer, page, wanted, self.settings.d_max, *families))
         return ScoredLinks(known, wanted, rows)
