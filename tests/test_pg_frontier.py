@@ -276,7 +276,15 @@ def test_a_hosts_urls_raised_after_its_lease_took_others_go_first(postgres_dsn, 
     assert item.priority == 0.9 and item.host == "h1.test"
 
 
-def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic(postgres_dsn, crawl):
+def rescored(dsn: str, crawl: str, directory, frontier: PgFrontier, priority: float) -> None:
+    """A re-scoring: every queued URL gets the strategy's ``priority``, which its clusters' factors scale."""
+    store = PgRepository(dsn, crawl, directory, "rescoring", warc=False)
+    rows = [(priority, url_id) for (url_id,) in frontier.db.execute("SELECT id FROM urls WHERE state = 0")]
+    store.run_unit(lambda: store.set_priorities(rows))
+    store.close()
+
+
+def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic(postgres_dsn, crawl, tmp_path):
     a = worker(postgres_dsn, crawl, "a", order="host-parallel", link_clusters=2.0)
     (hub,) = a.add([Discovered("http://hub.test/", "hub.test", 0.5, None)], 0, None)
     a.add([Discovered(f"http://h{i}.test/p", f"h{i}.test", 0.9, None) for i in range(6)], 1, hub)
@@ -292,13 +300,12 @@ def test_a_link_clusters_queued_urls_fall_as_its_fetched_ones_turn_out_off_topic
     queued = a.db.execute("SELECT u.priority, h.best FROM urls u JOIN hosts h ON h.host = u.host WHERE u.state = 0"
                           " AND u.parent_id = %s", (hub,)).fetchall()
     assert len(queued) == 3 and all(p == b == pytest.approx(0.9 * factor) for p, b in queued)
-    a.db.execute("UPDATE urls SET priority = 0.9 WHERE state = 0")  # a re-scoring: the strategy's priorities
-    assert a.reapply_clusters() == 3
+    rescored(postgres_dsn, crawl, tmp_path, a, 0.9)
     assert [p for (p,) in a.db.execute("SELECT priority FROM urls WHERE state = 0 AND parent_id = %s", (hub,))] == [
         pytest.approx(0.9 * factor)] * 3
 
 
-def test_a_hosts_urls_fall_as_its_fetched_pages_turn_out_off_topic_for_every_worker(postgres_dsn, crawl):
+def test_a_hosts_urls_fall_as_its_fetched_pages_turn_out_off_topic_for_every_worker(postgres_dsn, crawl, tmp_path):
     a = worker(postgres_dsn, crawl, "a", host_clusters=2.0)
     b = worker(postgres_dsn, crawl, "b", host_clusters=2.0)
     a.add([Discovered(f"http://a.test/{i}", "a.test", 0.9, None) for i in range(6)], 1, 1)
@@ -312,8 +319,7 @@ def test_a_hosts_urls_fall_as_its_fetched_pages_turn_out_off_topic_for_every_wor
     b.add([Discovered("http://a.test/new", "a.test", 0.9, None)], 1, 2)  # another worker's link: at the factor
     assert a.db.execute("SELECT priority FROM urls WHERE state = 0").fetchall() == [(pytest.approx(0.36),)] * 4
     assert a.db.execute("SELECT best FROM hosts WHERE host = 'a.test'").fetchone()[0] == pytest.approx(0.36)
-    a.db.execute("UPDATE urls SET priority = 0.9 WHERE state = 0")  # a re-scoring: the strategy's priorities
-    assert a.reapply_clusters() == 4
+    rescored(postgres_dsn, crawl, tmp_path, a, 0.9)
     assert a.db.execute("SELECT priority FROM urls WHERE state = 0").fetchall() == [(pytest.approx(0.36),)] * 4
 
 

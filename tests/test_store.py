@@ -829,7 +829,7 @@ def test_queued_with_parents_leaves_out_tunnelled_and_promoted_urls(store):
     (plain,) = discover(store, ["http://a.test/plain"], seed, priority=0.4)
     discover(store, ["http://a.test/head"], seed, priority=2.0)
     discover(store, ["http://a.test/tunnel"], seed, priority=0.3, tunnel=1)
-    assert store.queries.queued_with_parents(1.0) == [(plain, 1, "http://a.test/plain", 0.8, 0.5, 1.0)]
+    assert store.queries.queued_with_parents(1.0) == [(plain, 1, "http://a.test/plain", 0.8, 0.5)]
 
 
 def test_skipped_with_parents_selects_the_urls_skipped_for_one_reason(store):
@@ -837,7 +837,7 @@ def test_skipped_with_parents_selects_the_urls_skipped_for_one_reason(store):
     (nofollow,) = discover(store, ["http://a.test/n"], seed, reason="nofollow")
     discover(store, ["http://a.test/d"], seed, reason="beyond max depth")
     discover(store, ["http://a.test/q"], seed)
-    assert store.queries.skipped_with_parents("nofollow") == [(nofollow, 1, "http://a.test/n", 0.8, 0.5, 1.0)]
+    assert store.queries.skipped_with_parents("nofollow") == [(nofollow, 1, "http://a.test/n", 0.8, 0.5)]
 
 
 def test_queued_parent_scores_are_the_scores_of_the_pages_queued_urls_were_found_on(store):
@@ -858,9 +858,8 @@ def test_link_clusters_move_queued_siblings_to_the_posterior_mean(store):
         frontier.learn_cluster(item, 0.2)
     queued = store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall()
     assert queued == [(pytest.approx(0.6),)] * 2
-    with store.transaction():
+    with store.transaction():  # a re-scoring gives the strategy's priorities: the cluster's factor applies to them
         store.set_priorities([(0.8, i) for (i,) in store.db.execute("SELECT id FROM urls WHERE state = ?", (QUEUED,))])
-        assert frontier.reapply_clusters() == 2
     assert store.db.execute("SELECT priority FROM urls WHERE state = ?", (QUEUED,)).fetchall() == queued
 
 
@@ -878,17 +877,20 @@ def test_a_hosts_queued_and_future_urls_fall_as_its_fetched_pages_turn_out_below
         frontier.add([("http://b.test/", "b.test", 0.5, None)], 1, 4)
     (pages, factor), = store.db.execute("SELECT pages, factor FROM host_clusters WHERE host = 'a.test'")
     assert pages == 3 and factor == pytest.approx(0.4)  # (α·b̄ + 0) / (α·b̄ + Σ b), b̄ = 0.9: 1.8 / 4.5
-    queued = store.db.execute("SELECT priority FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,)).fetchall()
-    assert queued == [(pytest.approx(0.36),)] * 3
+    assert frontier.clusters.factor_of("a.test") == pytest.approx(0.4)
     with store.transaction():
-        frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 5)  # a new page's link to it: at the factor
-        assert frontier.next_ready().url == "http://b.test/"  # 0.5 now beats the host's 0.36
+        frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 5)  # a new page's link to it: at the factor too
         store.set_priorities([(0.9, i) for (i,) in store.db.execute(
             "SELECT id FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,))])  # the strategy's, re-scored
-        assert frontier.reapply_clusters() == 4
-    assert store.db.execute("SELECT priority FROM urls WHERE state = ? AND host = 'a.test'", (QUEUED,)).fetchall() == [
-        (pytest.approx(0.36),)] * 4
-    assert [row[5] for row in store.queries.queued_with_parents(1e5) if "a.test" in row[2]] == [pytest.approx(0.4)] * 4
+        handed = []
+        for _ in range(5):
+            handed.append(frontier.next_ready())
+            frontier.hang_up(handed[-1])
+    assert [item.host for item in handed] == ["b.test"] + ["a.test"] * 4  # 0.5 now beats the host's 0.9 × 0.4
+    assert [item.priority for item in handed[1:]] == [pytest.approx(0.36)] * 4
+    # the factor is the host's, not its URLs': on disk they keep the strategy's priority
+    assert store.db.execute("SELECT DISTINCT priority FROM urls WHERE host = 'a.test' AND url LIKE '%new'").fetchall() == [
+        (0.9,)]
 
 
 def test_a_host_factor_learnt_in_a_rolled_back_page_is_forgotten_with_it(store):

@@ -286,8 +286,8 @@ class ApprenticeLoop:
 
     def _keep(self, lesson: Lesson | None) -> None:
         """On the crawl loop: the model saved and published with its instances marked learnt, in one
-        unit, then the queued URLs' new priorities written (a few thousand per unit) and the hosts
-        re-offered."""
+        unit, then the queued URLs' new priorities written (a few thousand per unit, times their
+        link clusters' factors) and the hosts re-offered."""
         self._studying = False
         if lesson is None:
             return
@@ -309,7 +309,6 @@ class ApprenticeLoop:
         rescored = len(lesson.rescored[1]) if lesson.rescored is not None else 0
         if rescored:
             write_priorities(self.store, *lesson.rescored)
-            self.store.run_unit(self.frontier.reapply_clusters)
             self.frontier.resync()
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         blend = model.blend

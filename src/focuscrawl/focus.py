@@ -125,10 +125,11 @@ class Focus:
 
     def priorities(self, rows: list[tuple]) -> list[tuple[float, int]]:
         """(priority, id) of URLs given with their parents (``queries.queued_with_parents``), from
-        the parents' scores now (and the parents' own priorities, not a promotion to the head),
-        times what their link cluster and their host have learnt (:meth:`SqliteFrontier.learn_cluster`)."""
-        return [(self.strategy(relevance, depth, url, own_priority(parent or 0.0)) * factor, url_id)
-                for url_id, depth, url, relevance, parent, factor in rows]
+        the parents' scores now (and the parents' own priorities, not a promotion to the head): the
+        strategy's, which the frontier multiplies by what their clusters have learnt
+        (``set_priorities``, ``requeue``)."""
+        return [(self.strategy(relevance, depth, url, own_priority(parent or 0.0)), url_id)
+                for url_id, depth, url, relevance, parent in rows]
 
     def plan(self, item: Item, relevance: float | None, topic: str | None, path_class) -> LinkPlan:
         """The links of a page: accepted, tunnelled one step further, or not followed.

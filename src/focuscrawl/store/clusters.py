@@ -1,7 +1,9 @@
 """Exploration against greedy collapse: the out-links of one page are a link cluster whose
 priorities are one guess, corrected as its links are fetched (a posterior mean, table
 ``link_clusters``); the URLs of one host are a cluster too (table ``host_clusters``), so that a
-site whose pages keep scoring below what their links promised loses its place to the others."""
+site whose pages keep scoring below what their links promised loses its place to the others.
+A link cluster's factor is in its queued URLs' priorities; a host's is kept with the host
+(:class:`~.host_heaps.HostHeaps`), as it moves none of them within the host."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from focuscrawl.store.schema import QUEUED
 from focuscrawl.store.seen_set import SeenSet
 
 NO_CLUSTER = (0, 0.0, 0.0, 1.0)  # a cluster none of whose URLs was fetched: pages, relevance, predicted, factor
+# what a queued URL's priority is multiplied by when the strategy gives it a new one (in SQL, of ``urls``)
+LINK_FACTOR = "COALESCE((SELECT c.factor FROM link_clusters c WHERE c.parent_id = urls.parent_id), 1.0)"
+HOST_FACTOR = "COALESCE((SELECT h.factor FROM host_clusters h WHERE h.host = urls.host), 1.0)"
 
 
 class LinkClusters:
@@ -25,16 +30,15 @@ class LinkClusters:
         ``seen()``: the frontier's seen set, told of new priorities."""
         self.db, self.hosts, self.heaps, self.refresh, self.seen = db, hosts, heaps, refresh, seen
         self.prior, self.host_prior = prior, host_prior
-        self.host_factors: dict[str, float] = {}  # host_clusters' factors, read once for each URL queued
         self.read_host_factors()
 
     def read_host_factors(self) -> None:
         """The hosts' factors as the database holds them (at the start, and after a rolled-back page)."""
-        self.host_factors = dict(self.db.execute("SELECT host, factor FROM host_clusters"))
+        self.heaps.factors = dict(self.db.execute("SELECT host, factor FROM host_clusters"))
 
     def factor_of(self, host: str) -> float:
-        """What a new URL of ``host`` is queued with: the strategy's priority times this."""
-        return self.host_factors.get(host, 1.0)
+        """What the URLs of ``host`` compete with the others' at: their priorities times this."""
+        return self.heaps.factors.get(host, 1.0)
 
     def learn(self, item: Item, relevance: float) -> None:
         """The out-links of one page are a link cluster, their priorities one guess (best-first:
@@ -59,15 +63,13 @@ class LinkClusters:
             host = self._row("host_clusters", "host", item.host)
             ratio = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
                                 relevance, self.host_prior)
-            if ratio is not None:  # (by the queue-and-host index: the queues it has URLs in)
-                self.host_factors[item.host] = host[3] * ratio
-                queues = sorted(self.heaps.queues_of.get(item.host, ()))
-                self._scale(f"queue IN ({', '.join('?' * len(queues))}) AND host = ?", (*queues, item.host), ratio)
+            if ratio is not None:
+                self.heaps.rescale(item.host, host[3] * ratio)
         if linked:
             ratio = self._learn("link_clusters", "parent_id", parent, cluster, item.priority / cluster[3], relevance,
                                 self.prior)
             if ratio is not None:
-                self._scale("parent_id = ?", (parent,), ratio)
+                self._scale(parent, ratio)
 
     def _row(self, table: str, column: str, key) -> tuple:
         """A cluster's (pages, relevance, predicted, factor)."""
@@ -87,29 +89,19 @@ class LinkClusters:
                         " VALUES (?, ?, ?, ?, ?)", (key, pages, total, predicted, learnt if moved else factor))
         return learnt / factor if moved else None
 
-    def _scale(self, where: str, keys: tuple, ratio: float) -> None:
-        """Multiply the priorities of a cluster's queued URLs (not those promoted to the head) and
-        keep the hosts' best URLs true: a host whose best was one of them is read again."""
-        rows = self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE {where} AND state = {QUEUED}"
+    def _scale(self, parent: int, ratio: float) -> None:
+        """Multiply the priorities of a link cluster's queued URLs (not those promoted to the head)
+        and keep the hosts' best URLs true: a host whose best was one of them is read again."""
+        rows = self.db.execute(f"UPDATE urls SET priority = priority * ? WHERE parent_id = ? AND state = {QUEUED}"
                                f" AND priority < {HEAD / 2} RETURNING id, queue, host, priority",
-                               (ratio, *keys)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
+                               (ratio, parent)).fetchall()  # (one statement: a fifth less time than a read and a write per URL)
         self.seen().set_priorities([i for i, _, _, _ in rows], [p for _, _, _, p in rows])
         stale = set()
         for url_id, queue, name, priority in rows:
             best = self.heaps.best_of.get((queue, name))
             if best is not None and best[1] == url_id and ratio < 1:
                 stale.add((queue, name))
-            elif best is None or priority > best[0]:
+            else:  # (the heaps compare it as the host's URLs compete: times its factor)
                 self.heaps.raise_best(queue, self.hosts[name], priority, url_id)
         for queue, name in stale:
             self.refresh(queue, name)
-
-    def reapply(self) -> int:
-        """After queued URLs got new priorities from the strategy (the apprentice's re-scoring), the
-        link clusters' and the hosts' factors apply to them again (call the frontier's ``resync``
-        after the transaction)."""
-        return sum(self.db.execute(
-            f"UPDATE urls SET priority = priority * (SELECT factor FROM {table} c WHERE c.{column} = urls.{column})"
-            f" WHERE state = {QUEUED} AND priority < {HEAD / 2} AND {column} IN"
-            f" (SELECT {column} FROM {table} WHERE factor != 1.0)").rowcount
-                   for table, column in (("link_clusters", "parent_id"), ("host_clusters", "host")))

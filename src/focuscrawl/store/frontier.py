@@ -13,7 +13,7 @@ import time
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.frontier import (HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item, Seen,
                                  once_per_url)
-from focuscrawl.store.clusters import LinkClusters
+from focuscrawl.store.clusters import HOST_FACTOR, LINK_FACTOR, LinkClusters
 from focuscrawl.store.host_heaps import HostHeaps
 from focuscrawl.store.seen_set import SeenSet
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
@@ -75,8 +75,6 @@ class SqliteFrontier:
         if known is None:
             known = self.known([url for url, _, _, _ in each_url])
         for url, host, priority, skip_reason in each_url:
-            if self.clusters is not None:  # what its host's pages have turned out to be worth
-                priority *= self.clusters.factor_of(host)
             seen = known.get(url)
             if seen is None:
                 state = QUEUED if skip_reason is None else SKIPPED
@@ -163,8 +161,8 @@ class SqliteFrontier:
             host.active += 1
             self.size -= 1
             self.in_flight += 1
-            self.heaps.offer(host, now)
-            return Item(url_id, url, name, depth, parent_id, priority, tunnel, queue)
+            self.heaps.offer(host, now)  # (the item's priority is what it won the hand-out with)
+            return Item(url_id, url, name, depth, parent_id, self.heaps.effective(name, priority), tunnel, queue)
         return None
 
     def _queued_best(self, queue: str, name: str, count: int) -> list[tuple]:
@@ -178,9 +176,6 @@ class SqliteFrontier:
     def learn_cluster(self, item: Item, relevance: float) -> None:
         if self.clusters is not None:
             self.clusters.learn(item, relevance)
-
-    def reapply_clusters(self) -> int:
-        return self.clusters.reapply() if self.clusters is not None else 0
 
     def _refresh(self, queue: str, name: str) -> None:
         """Read a host's best URL of a queue again after its priorities changed on disk."""
@@ -240,9 +235,10 @@ class SqliteFrontier:
     def trim(self, max_queued: int) -> int:
         """BINGO!'s bounded queue: beyond ``max_queued`` URLs in a queue (each topic's, with
         per-topic queues) the lowest-priority ones are dropped; a later link may queue them again."""
+        effective = f"CASE WHEN priority < {HEAD / 2} THEN priority * {HOST_FACTOR} ELSE priority END"
         dropped = [url_id for url_id, in self.db.execute(
-            "UPDATE urls SET state = ?, skip_reason = ? WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
-            " (PARTITION BY queue ORDER BY priority DESC, id) AS rank FROM urls WHERE state = ?) WHERE rank > ?)"
+            f"UPDATE urls SET state = ?, skip_reason = ? WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
+            f" (PARTITION BY queue ORDER BY {effective} DESC, id) AS rank FROM urls WHERE state = ?) WHERE rank > ?)"
             " RETURNING id", (SKIPPED, QUEUE_FULL, QUEUED, max_queued))]
         for url_id in dropped:
             self.seen.set(url_id, SKIPPED, reason=QUEUE_FULL)
@@ -250,10 +246,11 @@ class SqliteFrontier:
         return len(dropped)
 
     def requeue(self, rows: list[tuple[float, int]]) -> int:
-        """Queue again skipped URLs given as (priority, id), unless their host has gone bad
-        (call :meth:`resync` after the transaction)."""
+        """Queue again skipped URLs given as (the strategy's priority, id), times their link
+        cluster's factor, unless their host has gone bad (call :meth:`resync` after the transaction)."""
         requeued = self.db.executemany(
-            f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? WHERE id = ? AND state = {SKIPPED}"
+            f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = ? * {LINK_FACTOR} WHERE id = ?"
+            f" AND state = {SKIPPED}"
             f" AND host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}')", rows).rowcount
         self.seen.reread(self.db, [url_id for _, url_id in rows])
         return requeued

@@ -2,7 +2,14 @@
 on disk. As in Mercator's back queues, hosts sit in heaps: *ready* by the priority of their best
 queued URL, *sleeping* by the time their politeness interval ends; a third heap holds every
 host with queued URLs by its best, the frontier's best for the hand-out order. Each heap is
-kept per queue (one queue "", or BINGO!'s sub-queue per topic)."""
+kept per queue (one queue "", or BINGO!'s sub-queue per topic).
+
+A host's learnt factor (:class:`~.clusters.LinkClusters`) lives here, not in its URLs' rows: it
+scales all of them alike, so it leaves their order within the host as it is and only moves the
+host's best among the others'. A URL's priority on disk is the strategy's times its link
+cluster's factor; the heaps order hosts by that times the host's factor (``effective``), and a
+new factor costs a few heap entries instead of an update of every queued URL of the host (one
+to two thousand on a documentation site, 0.1–0.25 s of a 1 000-page crawl's main process)."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import time
 from collections import defaultdict
 
 from focuscrawl.fetch.hosts import BAD, Host, Hosts
+from focuscrawl.frontier import HEAD
 
 
 class HostHeaps:
@@ -19,7 +27,8 @@ class HostHeaps:
         self.hosts = hosts
         self.connections = hosts.connections
         self.order, self.band = order, band
-        self.best_of: dict[tuple[str, str], tuple[float, int]] = {}  # (queue, host) -> (priority, id) of its best URL
+        self.best_of: dict[tuple[str, str], tuple[float, int]] = {}  # (queue, host) -> (effective priority, id) of its best URL
+        self.factors: dict[str, float] = {}  # host -> its learnt factor (none: 1)
         self.queues_of: dict[str, set[str]] = defaultdict(set)  # host -> queues it has URLs in
         self._ready: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of ready hosts by best priority
         self._all: dict[str, list[tuple[float, int, str]]] = {}  # queue -> heap of every host by best priority
@@ -32,8 +41,25 @@ class HostHeaps:
         self._ready.clear()
         self._all.clear()
 
+    def effective(self, name: str, priority: float) -> float:
+        """A URL's priority as it competes with other hosts': its own (on disk) times its host's
+        factor; a URL promoted to the head keeps its own."""
+        return priority if priority >= HEAD / 2 else priority * self.factors.get(name, 1.0)
+
+    def rescale(self, name: str, factor: float) -> None:
+        """The host's factor is now ``factor``: its bests move, in every queue it has URLs in."""
+        ratio = factor / self.factors.get(name, 1.0)
+        self.factors[name] = factor
+        for queue in self.queues_of.get(name, ()):
+            priority, url_id = self.best_of[(queue, name)]
+            if priority < HEAD / 2:
+                self.best_of[(queue, name)] = (priority * ratio, url_id)
+                self._push(self._all, queue, name)
+        self.offer(self.hosts[name], time.monotonic())
+
     def raise_best(self, queue: str, host: Host, priority: float, url_id: int) -> None:
-        """A URL of the host was queued (or raised): it may be the host's new best."""
+        """A URL of the host was queued (or raised) at ``priority`` (its own): it may be the host's new best."""
+        priority = self.effective(host.name, priority)
         best = self.best_of.get((queue, host.name))
         if best is None or priority > best[0]:
             self.best_of[(queue, host.name)] = (priority, url_id)
@@ -42,12 +68,12 @@ class HostHeaps:
             self.offer(host, time.monotonic(), (queue,))
 
     def set_best(self, queue: str, name: str, best: tuple[float, int] | None) -> None:
-        """The host's best URL of the queue as read from disk (None: it has none left)."""
+        """The host's best URL of the queue as read from disk, (priority, id) (None: it has none left)."""
         if best is None:
             self.best_of.pop((queue, name), None)
             self.queues_of[name].discard(queue)
             return
-        self.best_of[(queue, name)] = best
+        self.best_of[(queue, name)] = (self.effective(name, best[0]), best[1])
         self._push(self._all, queue, name)
 
     def forget(self, name: str) -> None:

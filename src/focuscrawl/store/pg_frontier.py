@@ -30,10 +30,13 @@ import psycopg
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.frontier import (CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item,
                                  Seen, once_per_url)
+from focuscrawl.store.clusters import HOST_FACTOR, LINK_FACTOR
 from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
 NOW = "extract(epoch from clock_timestamp())"
+# a shared crawl's queued URLs hold both of their clusters' factors (the SQLite frontier keeps a host's with the host)
+CLUSTERS_LEARNT = f"{LINK_FACTOR} * {HOST_FACTOR}"
 COUNT_CAP = 10_000
 RECOUNT_SECONDS = 10.0
 # The best priority queued on any host: the free hosts' best by their index, the leased ones' (a
@@ -203,14 +206,16 @@ def recount_best(db: psycopg.Connection, hosts) -> None:
 
 
 def queue_again(db: psycopg.Connection, rows: list[tuple[float, int]], reasons: list[str] | None = None,
-                queued_too: bool = False) -> int:
-    """URLs given as (priority, id) queued at that priority: skipped ones (for one of ``reasons``;
+                queued_too: bool = False, learnt: bool = False) -> int:
+    """URLs given as (priority, id) queued at that priority (``learnt``: times what their link
+    cluster and their host have learnt, ``CLUSTERS_LEARNT``): skipped ones (for one of ``reasons``;
     None: for any) and, with ``queued_too``, queued ones; not on a host gone bad. Their hosts'
     best is raised; how many."""
     rows = sorted(rows, key=lambda row: row[1])
     queued = f"urls.state = {QUEUED} OR " if queued_too else ""
+    priority = f"t.p * {CLUSTERS_LEARNT}" if learnt else "t.p"
     updated = db.execute(
-        f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = t.p FROM unnest(%s::float8[], %s::bigint[])"
+        f"UPDATE urls SET state = {QUEUED}, skip_reason = NULL, priority = {priority} FROM unnest(%s::float8[], %s::bigint[])"
         f" AS t(p, id) WHERE urls.id = t.id AND ({queued}(urls.state = {SKIPPED} AND (%s OR urls.skip_reason = ANY(%s))))"
         f" AND urls.host NOT IN (SELECT host FROM hosts WHERE status = '{BAD}') RETURNING urls.host, urls.priority",
         ([p for p, _ in rows], [i for _, i in rows], reasons is None, reasons or [])).fetchall()
@@ -237,7 +242,7 @@ class FrontierSteps:
                            [TUNNEL_END, OUT_OF_PHASE, QUEUE_FULL], queued_too=True)
 
     def requeue(self, rows: list[tuple[float, int]]) -> int:
-        return queue_again(self.db, rows)
+        return queue_again(self.db, rows, learnt=True)
 
     def learn_cluster(self, item: Item, relevance: float) -> None:
         """The SQLite frontier's link and host clusters (:class:`~.clusters.LinkClusters`), shared:
@@ -268,14 +273,6 @@ class FrontierSteps:
             self._scaled(self.db.execute(
                 f"UPDATE urls SET priority = priority * %s WHERE {column} = %s AND state = {QUEUED} AND priority"
                 f" < {HEAD / 2} RETURNING host", (learnt / factor, key)))
-
-    def reapply_clusters(self) -> int:
-        """After a re-scoring of queued URLs, the clusters' factors apply to them again."""
-        return sum(self._scaled(self.db.execute(
-            f"UPDATE urls SET priority = urls.priority * c.factor FROM {table} c WHERE c.{column} = urls.{column}"
-            f" AND c.factor <> 1 AND urls.state = {QUEUED} AND urls.priority < {HEAD / 2} RETURNING urls.host"))
-            for table, column, prior in (("link_clusters", "parent_id", self.cluster_prior),
-                                         ("host_clusters", "host", self.host_prior)) if prior is not None)
 
     def _scaled(self, hosts) -> int:
         """The hosts of URLs whose priorities were scaled get their best again; how many URLs."""

@@ -557,9 +557,11 @@ class PgRepository(PgApprenticeInstances):
                                     ([pg_frontier.url_hash(url) for url in urls],)).fetchall())
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
-        """New priorities of queued URLs, (priority, id), and their hosts' best."""
+        """The strategy's new priorities of queued URLs, (priority, id), times what their clusters
+        have learnt; and their hosts' best."""
         hosts = {host for (host,) in self.db.execute(
-            f"UPDATE urls SET priority = t.p FROM unnest(%s::float8[], %s::bigint[]) AS t(p, id) WHERE urls.id = t.id"
+            f"UPDATE urls SET priority = t.p * {pg_frontier.CLUSTERS_LEARNT} FROM unnest(%s::float8[], %s::bigint[])"
+            f" AS t(p, id) WHERE urls.id = t.id"
             f" AND urls.state = {QUEUED} RETURNING urls.host", ([p for p, _ in rows], [i for _, i in rows]))}
         pg_frontier.recount_best(self.db, hosts)
 

@@ -120,15 +120,12 @@ class PortableQueries:
     def _executemany(self, sql: str, rows) -> None:
         self.db.executemany(sql, rows)
 
-    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority, COALESCE(c.factor, 1.0) * COALESCE(h.factor,"
-                     " 1.0) FROM urls u LEFT JOIN urls p ON p.id = u.parent_id LEFT JOIN documents d ON d.url_id ="
-                     " u.parent_id LEFT JOIN link_clusters c ON c.parent_id = u.parent_id LEFT JOIN host_clusters h ON"
-                     " h.host = u.host")
+    _WITH_PARENTS = ("SELECT u.id, u.depth, u.url, d.relevance, p.priority FROM urls u LEFT JOIN urls p ON"
+                     " p.id = u.parent_id LEFT JOIN documents d ON d.url_id = u.parent_id")
 
     def queued_with_parents(self, below: float) -> list[tuple]:
-        """(id, depth, url, parent's relevance, parent's priority, the factor its link cluster and its
-        host have learnt) of the queued URLs not reached by tunnelling whose priority is below
-        ``below`` (not promoted to the head)."""
+        """(id, depth, url, parent's relevance, parent's priority) of the queued URLs not reached by
+        tunnelling whose priority is below ``below`` (not promoted to the head)."""
         return self._execute(f"{self._WITH_PARENTS} WHERE u.state = ? AND u.tunnel = 0 AND u.priority < ?",
                              (QUEUED, below)).fetchall()
 

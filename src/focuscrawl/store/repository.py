@@ -27,6 +27,7 @@ from warcio.warcwriter import WARCWriter
 
 from focuscrawl.fetch.http import Response
 from focuscrawl.frontier import Frontier
+from focuscrawl.store.clusters import LINK_FACTOR
 from focuscrawl.store.frontier import SqliteFrontier
 from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
@@ -134,7 +135,7 @@ class Repository(Protocol):
     def queued_link_features(self, chunk: int = 50000) -> Iterator[Links]: ...
     def retarget_link_features(self, old_target: int, new_target: int) -> None: ...
     def rehash_link_features(self, convert: Callable[[bytes], bytes]) -> None: ...
-    def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...
+    def set_priorities(self, rows: list[tuple[float, int]]) -> None: ...  # the strategy's: the clusters' factors apply
     def leads(self) -> bool: ...  # whether this process takes the crawl's learning steps (a shared crawl's workers elect one)
     def relevance_totals(self) -> tuple[float, int]: ...
     def topic_counts(self) -> Counter: ...
@@ -337,8 +338,9 @@ class Store(LinkInstances):
                             " WHERE d.relevance IS NOT NULL AND u.url IN ({})", urls))
 
     def set_priorities(self, rows: list[tuple[float, int]]) -> None:
-        """New priorities of queued URLs, (priority, id); a URL fetched meanwhile keeps its own."""
-        self.db.executemany(f"UPDATE urls SET priority = ? WHERE id = ? AND state = {QUEUED}", rows)
+        """The strategy's new priorities of queued URLs, (priority, id), each times what its link
+        cluster has learnt (its host's factor is the frontier's); a URL fetched meanwhile keeps its own."""
+        self.db.executemany(f"UPDATE urls SET priority = ? * {LINK_FACTOR} WHERE id = ? AND state = {QUEUED}", rows)
 
     def leads(self) -> bool:
         return True  # the one crawl process
