@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from focuscrawl.apprentice import (Apprentice, IdTable, feature_ids, link_windows, pack, page_link_features, page_link_rows,
+from focuscrawl.apprentice import (Apprentice, IdTable, LinkWindows, feature_ids, link_windows, pack, page_link_features, page_link_rows,
                                   page_link_windows, term_ids, wanted_features)
 from focuscrawl.apprentice_loop import rescore_due, rescored
 from focuscrawl.beside import ProcessBeside, ProcessLost
@@ -101,6 +101,27 @@ def test_the_windows_made_in_c_are_those_of_the_array_arithmetic(monkeypatch):
         assert made.features.dtype == expected.features.dtype == np.uint32 and made.bounds.dtype == np.int32
         assert made.features.tolist() == expected.features.tolist() and made.bounds.tolist() == expected.bounds.tolist()
     assert sum(len(made.features) for made in in_c) > 1000
+
+
+def test_the_links_taken_in_c_are_those_of_the_index_arithmetic(monkeypatch):
+    """Random windows (links without features among them) and random choices of links, repeated
+    and in any order: the same ids and bounds either way."""
+    rng = np.random.default_rng(12)
+    cases = []
+    for _ in range(300):
+        lengths = rng.integers(0, 9, int(rng.integers(1, 30)))
+        bounds = np.r_[0, np.cumsum(lengths)].astype(np.int32)
+        windows = LinkWindows(rng.integers(0, 2**32, int(bounds[-1]), dtype=np.uint64).astype(np.uint32), bounds)
+        cases.append((windows, rng.integers(0, len(lengths), int(rng.integers(0, 12))).tolist()))
+    in_c = [windows.taking(wanted) for windows, wanted in cases]
+    monkeypatch.setattr("focuscrawl.apprentice.taken", None)
+    for made, (windows, wanted) in zip(in_c, cases):
+        expected = windows.taking(wanted)
+        assert made.features.dtype == expected.features.dtype == np.uint32 and made.bounds.dtype == np.int32
+        assert made.features.tolist() == expected.features.tolist() and made.bounds.tolist() == expected.bounds.tolist()
+    assert sum(len(made.features) for made in in_c) > 1000
+    with pytest.raises(IndexError):
+        cases[0][0].taking([len(cases[0][0].bounds) - 1])
 
 
 def test_the_stored_features_gathered_from_a_pages_windows_are_those_packed_from_its_links_features():

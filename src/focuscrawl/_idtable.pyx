@@ -3,7 +3,8 @@
 with open addressing, made once per model and asked about every ⟨t, d⟩ id of a page's link
 windows (15 000 on a page of an eval crawl: 0.5 ms by binary search over 25 000 sorted ids) and
 of the queued links at each re-scoring. Where it is not built, the binary search does it. Also
-the page's link windows those ids are made of (``windows``; numpy's array arithmetic without it)."""
+the page's link windows those ids are made of (``windows``; numpy's array arithmetic without it),
+and the windows of the links the crawl stores (``taken``)."""
 
 import numpy as np
 
@@ -97,6 +98,32 @@ def windows(const int64_t[::1] leaf, const int64_t[::1] term_id, const int64_t[:
             out[at] = <uint32_t>((term_id[k] % fold) * width + offset + d_max)
             at += 1
     return features, bounds
+
+
+def taken(const uint32_t[::1] features, const int32_t[::1] bounds, const int64_t[::1] wanted):
+    """``apprentice.LinkWindows.taking`` in one pass: the ids of the links ``wanted`` (indices)
+    end to end, and their bounds (numpy's index arithmetic made four arrays as long as the ids,
+    0.1 ms a page on average over an eval crawl, whose index pages link thousands of times)."""
+    cdef Py_ssize_t count = wanted.shape[0], links = bounds.shape[0] - 1, i, k, at = 0
+    cdef int64_t link
+    result_bounds = np.empty(count + 1, dtype=np.int32)
+    cdef int32_t[::1] out_bound = result_bounds
+    out_bound[0] = 0
+    for i in range(count):
+        link = wanted[i]
+        if link < 0 or link >= links:
+            raise IndexError(f"link {link} of {links}")
+        at += bounds[link + 1] - bounds[link]
+        out_bound[i + 1] = at
+    result = np.empty(at, dtype=np.uint32)
+    cdef uint32_t[::1] out = result
+    at = 0
+    for i in range(count):
+        link = wanted[i]
+        for k in range(bounds[link], bounds[link + 1]):
+            out[at] = features[k]
+            at += 1
+    return result, result_bounds
 
 
 cdef inline Py_ssize_t _first_after(const int64_t[::1] leaf, int64_t value) noexcept:

@@ -40,9 +40,9 @@ from focuscrawl.store.link_instances import gathered
 from focuscrawl.text import Analyzer, LeafTerms
 
 try:
-    from focuscrawl._idtable import IdTable, windows
+    from focuscrawl._idtable import IdTable, taken, windows
 except ImportError:  # not built (no C compiler at install): binary search, or pyarrow's hash set; numpy's windows
-    IdTable = windows = None
+    IdTable = taken = windows = None
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,12 @@ class LinkWindows(NamedTuple):
     bounds: np.ndarray  # link i's features are features[bounds[i]:bounds[i + 1]]
 
     def taking(self, wanted: list[int]) -> LinkWindows:
-        """The windows of the links ``wanted`` (indices), gathered in one go: a page's instances
-        are stored so, one array (no bytes cut per link, then joined again for the row)."""
+        """The windows of the links ``wanted`` (indices), gathered in one go (in C when ``_idtable``
+        is built): a page's instances are stored so, one array (no bytes cut per link, then joined
+        again for the row)."""
+        if taken is not None:
+            return LinkWindows(*taken(self.features, np.asarray(self.bounds, dtype=np.int32),
+                                      np.asarray(wanted, dtype=np.int64)))
         at, bounds = gathered(self.bounds, wanted)
         return LinkWindows(self.features[at], bounds.astype(np.int32))
 
