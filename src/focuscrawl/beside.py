@@ -377,14 +377,15 @@ class StepsBeside:
 
     def _rejudged(self) -> None:
         """Every stored page was judged again: queued links of accepted pages get the strategy's
-        priority from their source's new score (not the apprentice's own), the figures are recounted."""
+        priority from their source's new score (not the apprentice's own: its queue is left as it
+        is, and the frontier's memory with it), the figures are recounted."""
         crawler = self.crawler
         if crawler.apprentice is None:
             store = crawler.store
             rows = sorted(crawler.focus.priorities(store.queries.queued_with_parents(HEAD / 2)), key=lambda row: row[1])
             write_priorities(store, np.array([priority for priority, _ in rows]),
                              np.array([url_id for _, url_id in rows], dtype=np.int64))
-        crawler.frontier.resync()
+            crawler.frontier.resync()
         crawler.progress.recount(crawler.store)
         if crawler.adaptation is not None:
             crawler.adaptation.rejudged()
