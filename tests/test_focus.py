@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import multiprocessing
+import os
 import sqlite3
+import sys
 import threading
 
 import numpy as np
 import pytest
 
 from focuscrawl import focus, text
+from focuscrawl.beside import ProcessBeside
 from focuscrawl.config import validate_config
 from focuscrawl.crawler import Crawler, crawl_critic
 from focuscrawl.fetch.hosts import Hosts
@@ -315,6 +319,37 @@ def test_the_judging_workers_do_a_steps_text_work_and_the_crawls_process_analyse
     assert not [words for words in analysed_beside if words in crawled and words not in examples]
 
 
+FITTED_IN: list = []  # (set by the test below) where negatives_critic ran: a file of process ids
+
+
+def negatives_critic_noting_its_process(critic, rows, spy_quantile):
+    """``negatives_critic`` that writes down the process it runs in (module-level: it pickles)."""
+    with open(FITTED_IN[0], "a") as pids:
+        pids.write(f"{os.getpid()}\n")
+    return negatives_critic(critic, rows, spy_quantile)
+
+
+def test_a_retraining_is_fitted_in_the_process_beside_the_crawl_and_its_critic_takes_over(
+        synthetic, tmp_path, monkeypatch):
+    """A fit in a thread of the crawl's process held its interpreter 0.2-0.4 s each (README): with
+    a process beside the crawl, the fit runs there and its critic comes back to take over."""
+    _, config = synthetic
+    monkeypatch.setattr(focus, "negatives_critic", negatives_critic_noting_its_process)
+    monkeypatch.setattr(sys.modules[__name__], "FITTED_IN", [tmp_path / "pids"])
+    # forked though the test's server has a thread (a crawl forks it only with none): the process only fits
+    monkeypatch.setattr(ProcessBeside, "start", classmethod(lambda cls: cls(multiprocessing.get_context("fork"))))
+    directory = tmp_path / "beside"
+    settings = config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}, fetch={
+        "loopback_only": True, "concurrency": 4, "processes": 2}, example_pages=True)
+    asyncio.run(Crawler.create(settings, directory).run())
+    steps = adaptations(directory)
+    fitted_in = {int(pid) for pid in (tmp_path / "pids").read_text().split()}
+    assert len(steps) >= 2 and not [step for _, _, step in steps if "error" in step], steps
+    assert fitted_in and os.getpid() not in fitted_in
+    assert sum(step["reliable_negatives"] for _, _, step in steps) > 0  # and a critic learnt from them took over:
+    assert sum(step.get("rejudging", 0) for _, _, step in steps) > 0
+
+
 def test_reliable_negatives_are_learnt_by_default_where_the_examples_are_pages_not_documents(synthetic, tmp_path, caplog):
     """The spy technique holds out the examples as stand-ins for the crawl's on-topic pages: with
     passages of text as examples it called nearly every crawled page off the topic (README), so
@@ -350,11 +385,11 @@ def test_a_step_that_fails_unexpectedly_is_logged_and_the_next_one_is_still_take
     _, config = synthetic
     calls = []
 
-    def failing_once(critic, rows, quantile):
+    def failing_once(critic, rows, spy_quantile):
         calls.append(len(rows))
         if len(calls) == 1:
             raise RuntimeError("a bug in the first step")
-        return negatives_critic(critic, rows, quantile)
+        return negatives_critic(critic, rows, spy_quantile)
 
     monkeypatch.setattr(focus, "negatives_critic", failing_once)
     directory = tmp_path / "failing"

@@ -22,6 +22,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -283,12 +284,16 @@ class StepsBeside:
     """The learning steps of one crawl (``crawler``: its store, frontier, critic, focus,
     progress and adaptation), taken beside it."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler, learns: bool = False):
+        """``learns``: the crawl takes learning steps (the apprentice's batches, the adaptation's
+        retrainings), so the process beside it is forked now, while the crawl's has one thread."""
         self.crawler = crawler
         self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds,
                                    lambda: crawler.pages.judges)
         self._tasks: set[asyncio.Task] = set()
         self.process: ProcessBeside | None = None
+        if learns:
+            self.start_process()
 
     def start_process(self) -> None:
         """Fork the process for the work that asks for one (``run(…, apart=True)``), if this
@@ -314,8 +319,8 @@ class StepsBeside:
             analyses: tuple[Analyzer, list[str]] | None = None, apart: bool = False) -> None:
         """``work()`` in a thread while the crawl goes on, or with ``apart`` in the process beside
         it when it has one (``work`` must pickle; failed there, or that process lost, ``then(None)``:
-        the work is not done), then ``then(its result)`` on the crawl loop; with no crawl running,
-        both now.
+        the work is not done; a thread would hold the crawl's interpreter while it works), then
+        ``then(its result)`` on the crawl loop; with no crawl running, both now.
         ``analyses``: texts that ``work`` analyses, and with which analyzer: the crawl's judging
         workers analyse them first, and ``work`` finds their terms (``remembered_frequencies``),
         so that the crawl's own process need not."""
@@ -335,15 +340,15 @@ class StepsBeside:
             return
 
         async def step() -> None:
+            known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
             if process is not None:
                 try:
-                    result = await process.run(work)
+                    result = await process.run(partial(_knowing, known, work) if known else work)
                 except Exception as error:  # noqa: BLE001 - see _not_taken
                     self._not_taken(error, then)
                 else:
                     then(result)
                 return
-            known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
             then(await asyncio.to_thread(_knowing, known, work))
 
         task = loop.create_task(step())
