@@ -29,7 +29,7 @@ import numpy as np
 
 from focuscrawl.frontier import HEAD
 from focuscrawl.judging import (TEXTS_PER_TASK, JudgePool, Rejudged, exit_with, heap_frozen, judgements,
-                                worker_context)
+                                linear_algebra_on_one_thread, worker_context)
 from focuscrawl.text import Analyzer, remembered_frequencies
 
 log = logging.getLogger(__name__)
@@ -262,22 +262,28 @@ class ProcessBeside:
 
 
 def _serve_steps(pipe, crawls_end, crawl: int) -> None:
-    """The process beside the crawl: work in, (failed, result or traceback) out, until None, the
-    pipe's end, or the crawl's process's end (the judging workers forked after it hold the crawl's
-    end of the pipe too, so its closing is not always seen)."""
+    """The process beside the crawl: its steps answered until None, the pipe's end, or the
+    crawl's process's end (the judging workers forked after it hold the crawl's end of the pipe
+    too, so its closing is not always seen)."""
     crawls_end.close()  # inherited: the pipe's end is seen once the crawl's own copy is closed
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the crawl's process stops it (Ctrl-C reaches the whole group)
     threading.Thread(target=exit_with, args=(crawl,), daemon=True).start()
     try:
-        while (work := pipe.recv()) is not None:
-            try:
-                answer = (False, work())
-            except Exception:  # noqa: BLE001 - the step fails, the process goes on
-                answer = (True, traceback.format_exc())
-            pipe.send(answer)
+        with linear_algebra_on_one_thread():  # forked before the crawl limited them: one core's work
+            _answer_steps(pipe)
     except (EOFError, OSError):
         pass
     os._exit(0)  # no finalizers: what it inherited of the crawl's is the crawl's to close
+
+
+def _answer_steps(pipe) -> None:
+    """Work in, (failed, result or traceback) out, until None."""
+    while (work := pipe.recv()) is not None:
+        try:
+            answer = (False, work())
+        except Exception:  # noqa: BLE001 - the step fails, the process goes on
+            answer = (True, traceback.format_exc())
+        pipe.send(answer)
 
 
 class StepsBeside:

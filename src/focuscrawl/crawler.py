@@ -19,7 +19,6 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from threadpoolctl import threadpool_limits
 
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.beside import StepsBeside
@@ -29,7 +28,7 @@ from focuscrawl.fetch.http import Fetcher, Response
 from focuscrawl.fetch.urls import UrlRules, canonical_url, host_of
 from focuscrawl.focus import Adaptation, Focus
 from focuscrawl.frontier import Discovered, Frontier, Item
-from focuscrawl.judging import heap_frozen
+from focuscrawl.judging import heap_frozen, linear_algebra_on_one_thread
 from focuscrawl.learn import CRITIC_MODEL, Critic, ModelError, load_model, model_from_bytes
 from focuscrawl.pipeline import PagePipeline
 from focuscrawl.progress import Progress
@@ -43,14 +42,6 @@ log = logging.getLogger(__name__)
 DISK_FULL = "disk full"  # the stop reason's start when a write found no space
 # stop reasons after which a crawl is 'stopped', to be resumed, rather than 'finished'
 INTERRUPTIONS = ("signal", DISK_FULL)
-
-
-def linear_algebra_on_one_thread() -> threadpool_limits:
-    """Inside, OpenBLAS and OpenMP use the calling thread only. The crawl's process does small
-    linear algebra beside its event loop (a retraining's SVM, the reliable negatives), where
-    a second thread gains nothing and OpenBLAS's threads spin-wait after every call: 0.23 ms of
-    CPU a page on the small test web, on the core the judging worker needs."""
-    return threadpool_limits(limits=1)
 
 
 def out_of_space(error: BaseException) -> bool:
