@@ -138,9 +138,10 @@ def synthetic(serve, tmp_path):
     server = serve(make_app(site))
 
     def config(**settings):
-        settings = {"politeness": {"min_interval": 0.0}, "fetch": {"loopback_only": True, "concurrency": 4}, **settings}
+        settings = {"politeness": {"min_interval": 0.0}, "fetch": {"loopback_only": True, "concurrency": 4},
+                    "strategy": "best-first", **settings}
         examples = tmp_path / ("example-pages" if settings.get("example_pages") else "examples")
-        return topic_config(site, server.port, examples, topic="networking", strategy="best-first", **settings)
+        return topic_config(site, server.port, examples, topic="networking", **settings)
 
     return site, config
 
@@ -331,15 +332,16 @@ def negatives_critic_noting_its_process(critic, rows, spy_quantile):
 
 def test_a_retraining_is_fitted_in_the_process_beside_the_crawl_and_its_critic_takes_over(
         synthetic, tmp_path, monkeypatch):
-    """A fit in a thread of the crawl's process held its interpreter 0.2-0.4 s each (README): with
-    a process beside the crawl, the fit runs there and its critic comes back to take over."""
+    """A fit in a thread of the crawl's process held its interpreter 0.2-0.4 s each (README): where
+    the crawl has a process beside it (the apprentice's), the fit runs there and its critic comes
+    back to take over."""
     _, config = synthetic
     monkeypatch.setattr(focus, "negatives_critic", negatives_critic_noting_its_process)
     monkeypatch.setattr(sys.modules[__name__], "FITTED_IN", [tmp_path / "pids"])
     # forked though the test's server has a thread (a crawl forks it only with none): the process only fits
     monkeypatch.setattr(ProcessBeside, "start", classmethod(lambda cls: cls(multiprocessing.get_context("fork"))))
     directory = tmp_path / "beside"
-    settings = config(budget={"max_pages": 50}, adaptation={"negatives_after": 12}, fetch={
+    settings = config(strategy="apprentice", budget={"max_pages": 50}, adaptation={"negatives_after": 12}, fetch={
         "loopback_only": True, "concurrency": 4, "processes": 2}, example_pages=True)
     asyncio.run(Crawler.create(settings, directory).run())
     steps = adaptations(directory)

@@ -65,8 +65,7 @@ def site_and_config(serve, tmp_path, processes: int = 1):
 
 
 def workers_of(process: subprocess.Popen) -> list[int]:
-    """The crawl's forked processes (its children): its judging workers and, with any, the process
-    beside it where its learning steps run (this crawl learns reliable negatives)."""
+    """The crawl's judging worker processes (its children)."""
     return [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
 
 
@@ -103,7 +102,7 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
     process = start_crawl(config_path, out)
     wait_for_requests(server, 80, process)
     workers = workers_of(process)
-    assert len(workers) == (processes - 1) * 2
+    assert len(workers) == processes - 1
     process.send_signal(signum)
     returncode = process.wait(timeout=30)
     status = json.loads(focuscrawl("status", out, "--json").stdout)
@@ -118,7 +117,7 @@ def test_stop_then_resume_fetches_nothing_twice_and_loses_nothing(serve, tmp_pat
         deadline = time.monotonic() + 5
         while any(map(running, workers)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not any(map(running, workers)), "a judging worker or the process beside outlived its crawl"
+        assert not any(map(running, workers)), "a judging worker outlived its crawl"
 
 
 def test_a_killed_crawls_directory_is_free_at_once_though_its_forked_workers_still_run(serve, tmp_path):

@@ -130,6 +130,7 @@ class ApprenticeLoop:
         self._leading = False
         self._studying = False  # a batch is being learnt beside the crawl
         self._told_apart = False
+        steps.start_process()  # batches are learnt there (forked now, while this process has one thread)
         store.track_instances()
         if (self.model.blend is not None) != self.settings.blend:
             log.warning("apprentice: the saved apprentice was made %s a blend and goes on so (apprentice.blend: %s)",

@@ -290,16 +290,12 @@ class StepsBeside:
     """The learning steps of one crawl (``crawler``: its store, frontier, critic, focus,
     progress and adaptation), taken beside it."""
 
-    def __init__(self, crawler, learns: bool = False):
-        """``learns``: the crawl takes learning steps (the apprentice's batches, the adaptation's
-        retrainings), so the process beside it is forked now, while the crawl's has one thread."""
+    def __init__(self, crawler):
         self.crawler = crawler
         self.rejudging = Rejudging(crawler.store, lambda: crawler.critic, self._rejudged, crawler.stage_seconds,
                                    lambda: crawler.pages.judges)
         self._tasks: set[asyncio.Task] = set()
         self.process: ProcessBeside | None = None
-        if learns:
-            self.start_process()
 
     def start_process(self) -> None:
         """Fork the process for the work that asks for one (``run(…, apart=True)``), if this

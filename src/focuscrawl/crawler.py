@@ -184,7 +184,7 @@ class Crawler:
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         self.progress = Progress.of(self.store)
-        self.steps = StepsBeside(self, learns=config.strategy == "apprentice" or Adaptation.enabled_by(config))
+        self.steps = StepsBeside(self)
         self.apprentice = (ApprenticeLoop(config, self.store, self.frontier, self.steps, self.stage_seconds)
                            if config.strategy == "apprentice" else None)  # best-first until it is ready
         self.pages = PagePipeline(config, self.store, self.frontier, self.hosts, self.apprentice, self.progress,

@@ -529,8 +529,10 @@ class Retraining:
     negatives), taken beside the crawl: ``start(read, fit)`` takes what it learns from out of the
     store with ``read(critic)`` on the crawl loop, then ``fit(critic, what it read)`` gives the new
     critic and what it learnt (the same critic: nothing learnt) in the process beside the crawl
-    (in a thread of the crawl's own when it has none: there a fit held the crawl's interpreter,
-    0.2-0.4 s each, 0.4 s of a 1 000-page eval crawl's process in all); back on the loop the new
+    when it has one (the apprentice's), else in a thread of the crawl's own (there a fit holds
+    the crawl's interpreter, 0.2-0.4 s each, 0.4 s of a 1 000-page eval crawl's process in all;
+    a process forked for the fits alone cost a best-first crawl more CPU and memory on two
+    cores than it gave back, README); back on the loop the new
     critic takes over (``rejudge``: the stored pages and queued links judged again by it) and the
     step is logged with ``meta``, its schedule. No other step starts meanwhile; a crawl stopped
     first takes it again at resume."""
