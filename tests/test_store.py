@@ -877,7 +877,7 @@ def test_a_hosts_queued_and_future_urls_fall_as_its_fetched_pages_turn_out_below
         frontier.add([("http://b.test/", "b.test", 0.5, None)], 1, 4)
     (pages, factor), = store.db.execute("SELECT pages, factor FROM host_clusters WHERE host = 'a.test'")
     assert pages == 3 and factor == pytest.approx(0.4)  # (α·b̄ + 0) / (α·b̄ + Σ b), b̄ = 0.9: 1.8 / 4.5
-    assert frontier.clusters.factor_of("a.test") == pytest.approx(0.4)
+    assert frontier.heaps.effective("a.test", 1.0) == pytest.approx(0.4)
     with store.transaction():
         frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 5)  # a new page's link to it: at the factor too
         store.set_priorities([(0.9, i) for (i,) in store.db.execute(
@@ -902,10 +902,10 @@ def test_a_host_factor_learnt_in_a_rolled_back_page_is_forgotten_with_it(store):
         item = frontier.next_ready()
         frontier.finish(item)
         frontier.learn_cluster(item, 0.0)
-        assert frontier.clusters.factor_of("a.test") < 1
+        assert frontier.heaps.effective("a.test", 1.0) < 1
         raise RuntimeError("the page's unit failed")
     frontier.resync()  # as the crawl does after a rolled-back page
-    assert frontier.clusters.factor_of("a.test") == 1.0
+    assert frontier.heaps.effective("a.test", 1.0) == 1.0
     frontier.add([("http://a.test/new", "a.test", 0.9, None)], 1, 2)
     assert store.db.execute("SELECT priority FROM urls WHERE url = 'http://a.test/new'").fetchone() == (0.9,)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import gc
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -190,15 +189,13 @@ class ApprenticeLoop:
             else:
                 features = page_link_features(self.analyzer, page, wanted, self.settings.d_max, *families)
                 priorities = self.model.priority(features, np.full(len(wanted), relevance or 0.0))
-            best: dict[str, float] = {}
+            best: dict[str, Discovered] = {}
             for i, priority in zip(wanted, priorities.tolist()):
-                url = found[i][0]
-                if priority > best.get(url, -math.inf):
-                    best[url] = priority
-            admitted: dict[str, Discovered] = {}
-            for i in wanted:
                 url, host, _, _ = found[i]
-                found[i] = admitted.get(url) or admitted.setdefault(url, Discovered(url, host, best[url], None))
+                if url not in best or priority > best[url].priority:
+                    best[url] = Discovered(url, host, priority, None)
+            for i in wanted:
+                found[i] = best[found[i][0]]
         rows = (pack(features) if features is not None
                 else page_link_rows(self.analyzer, page, wanted, self.settings.d_max, *families))
         return ScoredLinks(known, wanted, rows)

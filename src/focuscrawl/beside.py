@@ -345,7 +345,7 @@ class StepsBeside:
             known = await self.crawler.pages.judges.frequencies(*analyses) if analyses else None
             if process is not None:
                 try:
-                    result = await process.run(partial(_knowing, known, work) if known else work)
+                    result = await process.run(partial(_knowing, known, work))
                 except Exception as error:  # noqa: BLE001 - see _not_taken
                     self._not_taken(error, then)
                 else:

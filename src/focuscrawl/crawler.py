@@ -19,7 +19,6 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from focuscrawl.apprentice_loop import ApprenticeLoop
 from focuscrawl.beside import StepsBeside
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, validate_config

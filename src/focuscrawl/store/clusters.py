@@ -36,10 +36,6 @@ class LinkClusters:
         """The hosts' factors as the database holds them (at the start, and after a rolled-back page)."""
         self.heaps.factors = dict(self.db.execute("SELECT host, factor FROM host_clusters"))
 
-    def factor_of(self, host: str) -> float:
-        """What the URLs of ``host`` compete with the others' at: their priorities times this."""
-        return self.heaps.factors.get(host, 1.0)
-
     def learn(self, item: Item, relevance: float) -> None:
         """The out-links of one page are a link cluster, their priorities one guess (best-first:
         all the page's score). As they are fetched, the guess for the rest becomes the posterior
