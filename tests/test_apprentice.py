@@ -20,7 +20,7 @@ import yaml
 from focuscrawl.apprentice import (Apprentice, IdTable, LinkWindows, feature_ids, link_windows, pack, page_link_features,
                                   page_link_rows, page_link_windows, term_ids, wanted_features)
 from focuscrawl.apprentice_loop import rescore_due, rescored
-from focuscrawl.beside import ProcessBeside, ProcessLost
+from focuscrawl.beside import REFINING_NICENESS, ProcessBeside, ProcessLost, yield_cores
 from focuscrawl.config import dump_config
 from focuscrawl.crawler import Crawler
 from focuscrawl.parse import parse_html
@@ -640,6 +640,9 @@ def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_craw
     # the crawl took up the model learnt there: ready, it scored the links found after
     assert db.execute("SELECT value FROM meta WHERE key = 'apprentice_switched_in_at'").fetchone() is not None
     assert len(re.findall(r"apprentice: \d+ new instances", log)) >= 3
+    # once the apprentice guided the crawl, its batches made way for the crawl's processes
+    yielded = log.find("apprentice: it guides the crawl; its batches make way for the crawl's processes")
+    assert yielded > re.search(r"apprentice: \d+ new instances", log).start()  # not before it was ready
     assert any(int(count) > 0 for count in re.findall(r"(\d+) queued URLs re-scored", log))  # priorities made there
     queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
     chess, garden = (db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%"))
@@ -659,6 +662,11 @@ def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_
             await process.run(functools.partial(pow, 2, 2))
 
     assert process.run_now(functools.partial(max, 2, 7)) == 7
+    niceness = functools.partial(os.getpriority, os.PRIO_PROCESS, 0)
+    assert process.run_now(niceness) == niceness()  # the crawl's, until its steps refine what guides the crawl
+    for _ in range(2):
+        process.run_now(yield_cores)
+        assert process.run_now(niceness) == min(niceness() + REFINING_NICENESS, 19)
     asyncio.run(steps())
     process.close()
     with pytest.raises(ProcessLookupError):

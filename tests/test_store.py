@@ -115,6 +115,16 @@ def test_connect_opens_the_database_in_wal_mode_outside_implicit_transactions(tm
     db.close()
 
 
+def test_a_new_crawl_keeps_each_pages_text_after_the_columns_read_without_it(tmp_path):
+    """SQLite reads a row's columns in order: a score after a text of a few kB is read through the
+    text's overflow pages, as the apprentice's every batch reads the scores' median."""
+    db = connect(tmp_path / "new.db")
+    upgrade_schema(db)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(documents)")]
+    assert columns[-1] == "text" and {"relevance", "fetch_id", "topic", "confidence"} <= set(columns)
+    db.close()
+
+
 def test_upgrade_schema_adds_the_columns_an_earlier_version_lacked(tmp_path):
     db = connect(tmp_path / "old.db")
     db.execute("CREATE TABLE documents (url_id INTEGER PRIMARY KEY, fetch_id INTEGER NOT NULL, content_hash TEXT NOT NULL,"

@@ -20,7 +20,7 @@ import numpy as np
 
 from focuscrawl.apprentice import (Apprentice, LinkWindows, median_score, pack, page_link_features, page_link_rows,
                                   page_topic, rehashing)
-from focuscrawl.beside import StepsBeside, write_priorities
+from focuscrawl.beside import REFINING_NICENESS, StepsBeside, write_priorities, yield_cores
 from focuscrawl.config import CrawlConfig
 from focuscrawl.focus import Lookout
 from focuscrawl.frontier import Discovered, Frontier, Seen
@@ -80,8 +80,11 @@ class Batch:
     rescore_growth: float
     instance_label: Callable[[str], float] | None = None
     apart: bool = False  # in another process: the lesson comes back as light as it can
+    refining: bool = False  # the model guides the crawl already: the process beside makes way for the crawl's
 
     def __call__(self) -> Lesson | None:
+        if self.refining:
+            yield_cores()
         try:
             with self.reader.snapshot():
                 lesson = self._study(self.reader)
@@ -128,7 +131,7 @@ class ApprenticeLoop:
         self._next_batch: int | None = None  # the page count of the next batch of learning
         self._leading = False
         self._studying = False  # a batch is being learnt beside the crawl
-        self._told_apart = False
+        self._told_apart = self._told_refining = False
         steps.start_process()  # batches are learnt there (forked now, while this process has one thread)
         store.track_instances()
         if (self.model.blend is not None) != self.settings.blend:
@@ -274,9 +277,14 @@ class ApprenticeLoop:
         if apart and not self._told_apart:
             log.info("apprentice: batches are learnt in a process beside the crawl's (pid %d)", process.pid)
             self._told_apart = True
+        refining = apart and self.model.ready
+        if refining and not self._told_refining:
+            log.info("apprentice: it guides the crawl; its batches make way for the crawl's processes from now on"
+                     " (niceness +%d)", REFINING_NICENESS)
+            self._told_refining = True
         batch = Batch(self.store.instance_reader(), self.model if apart else copy.deepcopy(self.model),
                       self.store.get_meta("apprentice_rescored_at"), self.settings.rescore_growth, self.instance_label,
-                      apart)  # a copy of the model: the crawl's own goes on scoring (and caching its weights)
+                      apart, refining)  # a copy of the model: the crawl's own goes on scoring (and caching its weights)
         self._studying = True
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         self.steps.run(batch, self._keep, apart=apart)
