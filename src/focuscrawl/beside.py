@@ -73,9 +73,9 @@ def yield_cores() -> None:
     one. Only ever raised, to ``REFINING_NICENESS`` above the crawl's (an unprivileged process
     cannot lower it again); the steps before, which decide when the apprentice takes over, keep
     the crawl's priority (niced from the start, it took over 45 pages later on average)."""
-    crawls = os.getpriority(os.PRIO_PROCESS, os.getppid())
-    if os.getpriority(os.PRIO_PROCESS, 0) < min(crawls + REFINING_NICENESS, 19):
-        os.setpriority(os.PRIO_PROCESS, 0, min(crawls + REFINING_NICENESS, 19))
+    wanted = min(os.getpriority(os.PRIO_PROCESS, os.getppid()) + REFINING_NICENESS, 19)  # (19: Linux's lowest)
+    if os.getpriority(os.PRIO_PROCESS, 0) < wanted:
+        os.setpriority(os.PRIO_PROCESS, 0, wanted)
 
 
 def _knowing(known: dict | None, work: Callable[[], T]) -> T:
