@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
 import os
 import re
@@ -647,6 +648,36 @@ def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_craw
     queued = "SELECT AVG(priority) FROM urls WHERE state = 0 AND url LIKE ?"
     chess, garden = (db.execute(queued, (pattern,)).fetchone()[0] for pattern in ("%/c%", "%/g%"))
     assert chess > garden + 0.2  # best-first would give both a hub's score
+
+
+def test_a_batch_that_fails_in_the_process_beside_the_crawl_is_logged_by_the_crawl(serve, make_config, tmp_path,
+                                                                                    monkeypatch, caplog):
+    """The process beside is forked before the crawl's log is opened: a batch's failure there
+    reaches the crawl's log through the crawl's own process, and the crawl goes on."""
+    pages = idiom_site()
+    server = serve(pages)
+    for kind, prefix in (("positives", "/c0-"), ("negatives", "/g0-")):
+        (tmp_path / kind).mkdir()
+        for i in range(3):
+            (tmp_path / kind / f"{i}.html").write_text(pages[f"{prefix}{i}"])
+    config = make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": 90},
+                         topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
+                         apprentice={"batch": 30, "blend": False}, fetch={"concurrency": 4, "processes": 2},
+                         frontier={"link_clusters": None}, adaptation={"negatives_after": None})
+
+    def failing(*_):
+        raise ValueError("no lesson today")
+
+    # forked though the test's server has a thread (a crawl forks it only with none); it inherits the failure
+    monkeypatch.setattr(ProcessBeside, "start", classmethod(lambda cls: cls(multiprocessing.get_context("fork"))))
+    monkeypatch.setattr(Apprentice, "partial_fit", failing)
+    caplog.set_level(logging.INFO, logger="focuscrawl")
+    crawler = Crawler.create(config, tmp_path / "crawl")
+    asyncio.run(crawler.run())
+    assert "apprentice: batches are learnt in a process beside the crawl's" in caplog.text
+    failures = [r for r in caplog.records if "a learning step failed in the process beside the crawl" in r.getMessage()]
+    assert failures and "no lesson today" in str(failures[0].exc_info[1])
+    assert crawler.frontier.done == 90
 
 
 def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_clear_way():

@@ -89,6 +89,8 @@ class Batch:
             with self.reader.snapshot():
                 lesson = self._study(self.reader)
         except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
+            if self.apart:  # the crawl's process logs it (StepsBeside): this one was forked before the crawl's log
+                raise
             log.exception("apprentice: learning failed; continuing with the saved model")
             return None
         if self.apart:
