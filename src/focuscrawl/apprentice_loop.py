@@ -71,8 +71,8 @@ class Lesson:
 class Batch:
     """A batch of learning, taken beside the crawl (called in a thread, or pickled to the
     process beside it): the new instances learnt by ``model`` (a copy of the crawl's), and the
-    queued URLs' new priorities when due. A failure is logged and leaves the instances to the
-    next batch."""
+    queued URLs' new priorities when due. A failure leaves the instances to the next batch and is
+    logged, by the crawl's process (in the process beside the crawl, it is raised to it)."""
 
     reader: InstanceReader  # or a shared crawl's
     model: Apprentice

@@ -22,6 +22,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from typing import TypeVar
 
@@ -67,15 +68,18 @@ def write_priorities(store, priorities: np.ndarray, url_ids: np.ndarray) -> None
 
 def yield_cores() -> None:
     """Called in the process beside the crawl once its steps refine what already guides the crawl
-    (the apprentice after its switch-in): from then on the crawl's own processes go first. On a
-    machine whose cores are all busy, fetching, judging and learning share them alike, and the
-    crawl's process, which every page waits for, gets a share of a core where it could use a whole
-    one. Only ever raised, to ``REFINING_NICENESS`` above the crawl's (an unprivileged process
-    cannot lower it again); the steps before, which decide when the apprentice takes over, keep
-    the crawl's priority (niced from the start, it took over 45 pages later on average)."""
-    wanted = min(os.getpriority(os.PRIO_PROCESS, os.getppid()) + REFINING_NICENESS, 19)  # (19: Linux's lowest)
-    if os.getpriority(os.PRIO_PROCESS, 0) < wanted:
-        os.setpriority(os.PRIO_PROCESS, 0, wanted)
+    (the apprentice after its switch-in): from then on the crawl's own processes go first, for all
+    it runs there (the batches, and the critic's retrainings after them). On a machine whose cores
+    are all busy, fetching, judging and learning share them alike, and the crawl's process, which
+    every page waits for, gets a share of a core where it could use a whole one. Only ever raised,
+    to ``REFINING_NICENESS`` above the crawl's (an unprivileged process cannot lower it again; on
+    Linux it is the thread's that runs the steps); the steps before, which decide when the
+    apprentice takes over, keep the crawl's priority (niced from the start, it took over 45 pages
+    later on average). Where priorities cannot be read or set, the steps go on as they are."""
+    with suppress(OSError):
+        wanted = min(os.getpriority(os.PRIO_PROCESS, os.getppid()) + REFINING_NICENESS, 19)  # (19: the lowest)
+        if os.getpriority(os.PRIO_PROCESS, 0) < wanted:
+            os.setpriority(os.PRIO_PROCESS, 0, wanted)
 
 
 def _knowing(known: dict | None, work: Callable[[], T]) -> T:
