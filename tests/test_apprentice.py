@@ -612,20 +612,26 @@ def test_a_url_linked_several_times_from_a_page_is_queued_at_the_best_of_its_lin
     assert len(checked) > 5 and min(checked) > 0  # pages scored by a ready apprentice, each with URLs linked twice or more
 
 
-def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_crawl(serve, make_config, tmp_path):
-    """A crawl of more than one process learns its batches in a process forked beside its own
-    (its interpreter stays free for the pages): it says so, keeps each batch's model, re-scores
-    its frontier with what that process learnt, and the process ends with the crawl."""
+def idiom_crawl_in_two_processes(serve, make_config, tmp_path, max_pages: int, batch: int):
+    """An apprentice crawl of the idiom site (three chess pages and three garden pages its
+    examples) with a judging worker, so that its batches are learnt in a process beside it."""
     pages = idiom_site()
     server = serve(pages)
     for kind, prefix in (("positives", "/c0-"), ("negatives", "/g0-")):
         (tmp_path / kind).mkdir()
         for i in range(3):
             (tmp_path / kind / f"{i}.html").write_text(pages[f"{prefix}{i}"])
-    config = make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": 200},
-                         topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
-                         apprentice={"batch": 40, "blend": False}, fetch={"concurrency": 4, "processes": 2},
-                         frontier={"link_clusters": None}, adaptation={"negatives_after": None})
+    return make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": max_pages},
+                       topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
+                       apprentice={"batch": batch, "blend": False}, fetch={"concurrency": 4, "processes": 2},
+                       frontier={"link_clusters": None}, adaptation={"negatives_after": None})
+
+
+def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_crawl(serve, make_config, tmp_path):
+    """A crawl of more than one process learns its batches in a process forked beside its own
+    (its interpreter stays free for the pages): it says so, keeps each batch's model, re-scores
+    its frontier with what that process learnt, and the process ends with the crawl."""
+    config = idiom_crawl_in_two_processes(serve, make_config, tmp_path, max_pages=200, batch=40)
     dump_config(config, tmp_path / "crawl.yml")
     crawled = subprocess.run([sys.executable, "-m", "focuscrawl", "crawl", str(tmp_path / "crawl.yml"),
                               "--out", str(tmp_path / "crawl"), "--quiet"], capture_output=True, text=True, timeout=240)
@@ -654,16 +660,7 @@ def test_a_batch_that_fails_in_the_process_beside_the_crawl_is_logged_by_the_cra
                                                                                     monkeypatch, caplog):
     """The process beside is forked before the crawl's log is opened: a batch's failure there
     reaches the crawl's log through the crawl's own process, and the crawl goes on."""
-    pages = idiom_site()
-    server = serve(pages)
-    for kind, prefix in (("positives", "/c0-"), ("negatives", "/g0-")):
-        (tmp_path / kind).mkdir()
-        for i in range(3):
-            (tmp_path / kind / f"{i}.html").write_text(pages[f"{prefix}{i}"])
-    config = make_config(seeds=[server.url("/hub0")], strategy="apprentice", budget={"max_pages": 90},
-                         topic={"positive": [str(tmp_path / "positives")], "negative": [str(tmp_path / "negatives")]},
-                         apprentice={"batch": 30, "blend": False}, fetch={"concurrency": 4, "processes": 2},
-                         frontier={"link_clusters": None}, adaptation={"negatives_after": None})
+    config = idiom_crawl_in_two_processes(serve, make_config, tmp_path, max_pages=90, batch=30)
 
     def failing(*_):
         raise ValueError("no lesson today")
