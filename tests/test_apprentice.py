@@ -658,8 +658,8 @@ def test_with_judging_workers_the_apprentice_learns_in_a_process_beside_the_craw
 
 def test_a_batch_that_fails_in_the_process_beside_the_crawl_is_logged_by_the_crawl(serve, make_config, tmp_path,
                                                                                     monkeypatch, caplog):
-    """The process beside is forked before the crawl's log is opened: a batch's failure there
-    reaches the crawl's log through the crawl's own process, and the crawl goes on."""
+    """The process beside is forked before the crawl's log is opened: a batch's failure logged
+    there reaches the crawl's log through the crawl's own process, and the crawl goes on."""
     config = idiom_crawl_in_two_processes(serve, make_config, tmp_path, max_pages=90, batch=30)
 
     def failing(*_):
@@ -672,12 +672,13 @@ def test_a_batch_that_fails_in_the_process_beside_the_crawl_is_logged_by_the_cra
     crawler = Crawler.create(config, tmp_path / "crawl")
     asyncio.run(crawler.run())
     assert "apprentice: batches are learnt in a process beside the crawl's" in caplog.text
-    failures = [r for r in caplog.records if "a learning step failed in the process beside the crawl" in r.getMessage()]
-    assert failures and "no lesson today" in str(failures[0].exc_info[1])
+    failures = [r for r in caplog.records if "apprentice: learning failed" in r.getMessage()]
+    assert failures and "ValueError: no lesson today" in failures[0].getMessage()  # with its traceback
+    assert all(r.process != os.getpid() for r in failures)  # logged there, kept here
     assert crawler.frontier.done == 90
 
 
-def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_clear_way():
+def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_clear_way(caplog):
     process = ProcessBeside(multiprocessing.get_context("fork"))
 
     async def steps() -> None:
@@ -690,6 +691,9 @@ def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_
             await process.run(functools.partial(pow, 2, 2))
 
     assert process.run_now(functools.partial(max, 2, 7)) == 7
+    with caplog.at_level(logging.INFO, logger="focuscrawl"):  # what a step logs there is logged here
+        process.run_now(functools.partial(logging.getLogger("focuscrawl.test").info, "a step's %s", "word"))
+    assert [(r.getMessage(), r.process != os.getpid()) for r in caplog.records] == [("a step's word", True)]
     niceness = functools.partial(os.getpriority, os.PRIO_PROCESS, 0)
     assert process.run_now(niceness) == niceness()  # the crawl's, until its steps refine what guides the crawl
     for _ in range(2):

@@ -71,8 +71,8 @@ class Lesson:
 class Batch:
     """A batch of learning, taken beside the crawl (called in a thread, or pickled to the
     process beside it): the new instances learnt by ``model`` (a copy of the crawl's), and the
-    queued URLs' new priorities when due. A failure leaves the instances to the next batch and is
-    logged, by the crawl's process (in the process beside the crawl, it is raised to it)."""
+    queued URLs' new priorities when due. A failure is logged and leaves the instances to the
+    next batch."""
 
     reader: InstanceReader  # or a shared crawl's
     model: Apprentice
@@ -89,8 +89,6 @@ class Batch:
             with self.reader.snapshot():
                 lesson = self._study(self.reader)
         except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
-            if self.apart:  # the crawl's process logs it (StepsBeside): this one was forked before the crawl's log
-                raise
             log.exception("apprentice: learning failed; continuing with the saved model")
             return None
         if self.apart:

@@ -15,6 +15,7 @@ import asyncio
 import copy
 import json
 import logging
+import logging.handlers
 import os
 import signal
 import threading
@@ -256,10 +257,14 @@ class ProcessBeside:
 
     def _answer(self):
         try:
-            failed, result = self._pipe.recv()
+            failed, result, records = self._pipe.recv()
         except (EOFError, OSError) as error:
             raise ProcessLost(f"the process beside the crawl is gone ({error!r})") from error
         self._owed = False
+        for record in records:  # what the step logged there, logged here as this crawl logs
+            logger = logging.getLogger(record.name)
+            if logger.isEnabledFor(record.levelno):
+                logger.handle(record)
         if failed:
             raise RuntimeError(f"in the process beside the crawl:\n{result}")
         return result
@@ -296,14 +301,35 @@ def _serve_steps(pipe, crawls_end, crawl: int) -> None:
     os._exit(0)  # no finalizers: what it inherited of the crawl's is the crawl's to close
 
 
+class _StepLog(logging.handlers.QueueHandler):
+    """The process beside the crawl's log: it is forked before the crawl opens its own, so what a
+    step logs goes back with its answer (each record's message and traceback made text, to
+    pickle) and the crawl's process logs it (:meth:`ProcessBeside._answer`)."""
+
+    def __init__(self):
+        super().__init__(queue=None)
+        self.records: list[logging.LogRecord] = []
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def taken(self) -> list[logging.LogRecord]:
+        records, self.records = self.records, []
+        return records
+
+
 def _answer_steps(pipe) -> None:
-    """Work in, (failed, result or traceback) out, until None."""
+    """Work in, (failed, result or traceback, what it logged) out, until None."""
+    step_log = _StepLog()
+    root = logging.getLogger()
+    root.handlers[:] = [step_log]
+    root.setLevel(logging.INFO)  # (the crawl's process keeps what its own levels let through)
     while (work := pipe.recv()) is not None:
         try:
             answer = (False, work())
         except Exception:  # noqa: BLE001 - the step fails, the process goes on
             answer = (True, traceback.format_exc())
-        pipe.send(answer)
+        pipe.send((*answer, step_log.taken()))
 
 
 class StepsBeside:
