@@ -268,3 +268,16 @@ def test_an_evaluation_that_runs_out_of_disk_ends_with_one_line(tmp_path, monkey
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {out}: the disk is full (") and "Traceback" not in result.output
+
+
+def test_the_command_keeps_openblas_on_one_thread_unless_told_otherwise():
+    """OpenBLAS's threads spin at every start of the command (the crawl keeps its linear algebra
+    on one thread anyway); a user who sets OPENBLAS_NUM_THREADS gets what they set."""
+    probe = ("import focuscrawl.cli, scipy.linalg; from threadpoolctl import threadpool_info;"
+             " print(sorted({i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas'}))")
+    environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    told = subprocess.run([sys.executable, "-c", probe], env={**environment, "OPENBLAS_NUM_THREADS": "2"},
+                          capture_output=True, text=True, check=True)
+    untold = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True, check=True)
+    assert untold.stdout.split() == ["[1]"]
+    assert told.stdout.split() == [f"[{min(2, os.cpu_count())}]"]

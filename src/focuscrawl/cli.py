@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import sys
 import threading
@@ -12,6 +13,11 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+
+# OpenBLAS starts a thread per core when NumPy and SciPy are imported, and each spin-waits for
+# work for a while: 0.25 s of CPU at every start on two cores, for linear algebra that the crawl
+# keeps on one thread anyway (``judging.linear_algebra_on_one_thread``). Set it to have more.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import psycopg
 import typer
