@@ -90,14 +90,13 @@ cdef inline bint _space(unsigned char byte) noexcept:
     return byte == 0x20 or 0x09 <= byte <= 0x0d or 0x1c <= byte <= 0x1f
 
 
-cdef str _words(const unsigned char *data, size_t length):
+cdef str _words(const unsigned char *data, size_t length, unsigned char *out):
     """``" ".join(text.split())`` of UTF-8 text, in C unless it may hold a white space beyond ASCII
-    (U+00A0 and the others start with the bytes C2, E1, E2, E3): then by Python's own split."""
+    (U+00A0 and the others start with the bytes C2, E1, E2, E3): then by Python's own split.
+    ``out``: room for ``length`` bytes (the walk's own buffer, not one made for every text)."""
     cdef size_t i, kept = 0
     cdef unsigned char byte
     cdef bint gap = False
-    cdef bytearray buffer = bytearray(length)
-    cdef unsigned char *out = buffer
     for i in range(length):
         byte = data[i]
         if byte in (0xc2, 0xe1, 0xe2, 0xe3):
@@ -184,6 +183,8 @@ cdef class _Walk:
     cdef node_t **held  # the open elements whose first child is not an element, innermost last
     cdef Py_ssize_t *held_leaves  # and how many leaves there were when each began
     cdef size_t held_count, held_size
+    cdef unsigned char *words_buffer  # where a text's words are put together (``_words``)
+    cdef size_t words_size
 
     def __cinit__(self, tuple invisible, tuple link_tags, tuple navigation_tags, navigation_role, tuple head_tags):
         if len(invisible) > 16 or len(link_tags) > 4 or len(navigation_tags) > 4:
@@ -201,10 +202,24 @@ cdef class _Walk:
         self.navigation_role, self.navigation_node, self.navigation_start = navigation_role, NULL, 0
         self.after_comment, self.last_text, self.last_merged = False, NULL, None
         self.held, self.held_leaves, self.held_count, self.held_size = NULL, NULL, 0, 0
+        self.words_buffer, self.words_size = NULL, 0
 
     def __dealloc__(self):
         free(self.held)
         free(self.held_leaves)
+        free(self.words_buffer)
+
+    cdef unsigned char *room(self, size_t length) except NULL:
+        """The words buffer, with room for ``length`` bytes."""
+        cdef size_t size
+        cdef void *grown
+        if length > self.words_size or self.words_buffer == NULL:
+            size = max(length, 2 * self.words_size, 4096)
+            grown = realloc(self.words_buffer, size)
+            if grown == NULL:
+                raise MemoryError()
+            self.words_buffer, self.words_size = <unsigned char *> grown, size
+        return self.words_buffer
 
     cdef int hold(self, node_t *node) except -1:
         """An element that may be empty: ``leave`` tells, by whether its children made leaves."""
@@ -277,7 +292,7 @@ cdef class _Walk:
                 self.leaves.pop()
                 words = " ".join(merged.split())
             else:
-                words = _words(data, length)
+                words = _words(data, length, self.room(length))
         finally:
             free_text(self.document, data)
         if words:
