@@ -89,6 +89,7 @@ cdef class _Words:
     """The distinct words of one text, each found by its place in the text (an open-addressing
     table of their hashes): a word met again is looked up without making a string of it, as a
     ``dict`` of strings would need (a page's ~3 000 words are ~500 distinct ones)."""
+    cdef str text  # (held: ``data`` points into it)
     cdef const char *data
     cdef Py_ssize_t kind, count, capacity
     cdef int64_t *slots  # code + 1 of the word in each slot of the table, 0 if none
@@ -97,8 +98,8 @@ cdef class _Words:
     cdef uint64_t *hashes
     cdef list words
 
-    def __cinit__(self, str text):
-        self.data, self.kind = <const char *> PyUnicode_DATA(text), PyUnicode_KIND(text)
+    def __cinit__(self, str text not None):
+        self.text, self.data, self.kind = text, <const char *> PyUnicode_DATA(text), PyUnicode_KIND(text)
         self.count, self.capacity, self.words = 0, 0, []
         self.slots, self.starts, self.lengths, self.hashes = NULL, NULL, NULL, NULL
         self._grow(1024)
@@ -128,7 +129,7 @@ cdef class _Words:
         self.slots, self.capacity = slots, capacity
         return 0
 
-    cdef Py_ssize_t code(self, str text, Py_ssize_t start, Py_ssize_t end) except -1:
+    cdef Py_ssize_t code(self, Py_ssize_t start, Py_ssize_t end) except -1:
         """The word text[start:end]'s code: its place among the distinct words, in order of first occurrence."""
         cdef const char *word = self.data + start * self.kind
         cdef Py_ssize_t size = (end - start) * self.kind, i, slot, code
@@ -143,7 +144,7 @@ cdef class _Words:
                 return code
             slot = (slot + 1) & (self.capacity - 1)
         code = self.count
-        self.words.append(text[start:end])
+        self.words.append(self.text[start:end])
         self.starts[code], self.lengths[code], self.hashes[code] = start, end - start, hash
         self.slots[slot] = code + 1
         self.count += 1
@@ -171,7 +172,7 @@ def coded(str text):
             i += 1
         else:
             start, i = i, word_end(text, i, n)
-            codes[found], leaves[found] = words.code(text, start, i), leaf
+            codes[found], leaves[found] = words.code(start, i), leaf
             found += 1
     counts = np.bincount(codes_array[:found], minlength=words.count).tolist()
     return dict(zip(words.words, counts)), codes_array[:found].copy(), leaves_array[:found].copy()  # (not the buffers' 8 bytes a character)

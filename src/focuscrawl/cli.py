@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Optional
 
 # OpenBLAS starts a thread per core when NumPy and SciPy are imported, and each spin-waits for
 # work for a while: 0.25 s of CPU at every start on two cores, for linear algebra that the crawl
-# keeps on one thread anyway (``judging.linear_algebra_on_one_thread``). Set it to have more.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# keeps on one thread anyway (``judging.linear_algebra_on_one_thread``). Set it (or OMP_NUM_THREADS,
+# which OpenBLAS reads after it) to have more.
+if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import psycopg
 import typer
