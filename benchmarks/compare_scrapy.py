@@ -5,8 +5,9 @@ same concurrency, same page count; prints both results and the ratio of pages pe
     python benchmarks/compare_scrapy.py --testweb DIR --pages 5000 [--runs 3]
 
 With ``--runs N`` the two crawl in turn N times (ours, Scrapy, ours, Scrapy, …) and the ratio
-is the median of the pairs' ratios: a shared machine's speed drifts by a third within an hour,
-so one run of each measures the drift as much as the crawlers.
+is the median of the pairs' ratios, our CPU per page the median of our runs': a shared
+machine's speed drifts by a third within an hour, so one run of each measures the drift as much
+as the crawlers.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def main() -> None:
     ratios = [round(ours["pages_per_second"] / scrapy["pages_per_second"], 2) for ours, scrapy in pairs]
     ours, scrapy = pairs[-1]
     print(json.dumps({"focuscrawl": ours, "scrapy": scrapy, "ratio": round(statistics.median(ratios), 2),
-                      **({"runs": [{"focuscrawl_pages_per_second": ours["pages_per_second"],
-                                    "scrapy_pages_per_second": scrapy["pages_per_second"], "ratio": ratio}
+                      **({"cpu_seconds_per_page": statistics.median(ours["cpu_seconds_per_page"] for ours, _ in pairs),
+                          "runs": [{"focuscrawl_pages_per_second": ours["pages_per_second"],
+                                    "scrapy_pages_per_second": scrapy["pages_per_second"], "ratio": ratio,
+                                    "focuscrawl_cpu_seconds_per_page": ours["cpu_seconds_per_page"]}
                                    for (ours, scrapy), ratio in zip(pairs, ratios)]} if args.runs > 1 else {})},
                      indent=2))
 
