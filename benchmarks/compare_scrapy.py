@@ -49,7 +49,7 @@ def main() -> None:
     ratios = [round(ours["pages_per_second"] / scrapy["pages_per_second"], 2) for ours, scrapy in pairs]
     ours, scrapy = pairs[-1]
     print(json.dumps({"focuscrawl": ours, "scrapy": scrapy, "ratio": round(statistics.median(ratios), 2),
-                      **({"cpu_seconds_per_page": statistics.median(ours["cpu_seconds_per_page"] for ours, _ in pairs),
+                      **({"cpu_seconds_per_page": statistics.median(run["cpu_seconds_per_page"] for run, _ in pairs),
                           "runs": [{"focuscrawl_pages_per_second": ours["pages_per_second"],
                                     "scrapy_pages_per_second": scrapy["pages_per_second"], "ratio": ratio,
                                     "focuscrawl_cpu_seconds_per_page": ours["cpu_seconds_per_page"]}

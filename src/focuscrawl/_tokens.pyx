@@ -91,7 +91,7 @@ cdef class _Words:
     ``dict`` of strings would need (a page's ~3 000 words are ~500 distinct ones)."""
     cdef str text  # (held: ``data`` points into it)
     cdef const char *data
-    cdef Py_ssize_t kind, count, capacity
+    cdef Py_ssize_t kind, capacity
     cdef int64_t *slots  # code + 1 of the word in each slot of the table, 0 if none
     cdef Py_ssize_t *starts  # per code: where the word first is, its length, and its hash
     cdef Py_ssize_t *lengths
@@ -100,7 +100,7 @@ cdef class _Words:
 
     def __cinit__(self, str text not None):
         self.text, self.data, self.kind = text, <const char *> PyUnicode_DATA(text), PyUnicode_KIND(text)
-        self.count, self.capacity, self.words = 0, 0, []
+        self.capacity, self.words = 0, []
         self.slots, self.starts, self.lengths, self.hashes = NULL, NULL, NULL, NULL
         self._grow(1024)
 
@@ -120,7 +120,7 @@ cdef class _Words:
         self.starts = <Py_ssize_t *> _resized(self.starts, capacity // 2 * sizeof(Py_ssize_t), slots)
         self.lengths = <Py_ssize_t *> _resized(self.lengths, capacity // 2 * sizeof(Py_ssize_t), slots)
         self.hashes = <uint64_t *> _resized(self.hashes, capacity // 2 * sizeof(uint64_t), slots)
-        for code in range(self.count):
+        for code in range(len(self.words)):
             slot = self.hashes[code] & (capacity - 1)
             while slots[slot]:
                 slot = (slot + 1) & (capacity - 1)
@@ -143,12 +143,11 @@ cdef class _Words:
                     and memcmp(self.data + self.starts[code] * self.kind, word, size) == 0):
                 return code
             slot = (slot + 1) & (self.capacity - 1)
-        code = self.count
+        code = len(self.words)
         self.words.append(self.text[start:end])
         self.starts[code], self.lengths[code], self.hashes[code] = start, end - start, hash
         self.slots[slot] = code + 1
-        self.count += 1
-        if 2 * self.count >= self.capacity:
+        if 2 * len(self.words) >= self.capacity:
             self._grow(2 * self.capacity)
         return code
 
@@ -174,7 +173,7 @@ def coded(str text):
             start, i = i, word_end(text, i, n)
             codes[found], leaves[found] = words.code(start, i), leaf
             found += 1
-    counts = np.bincount(codes_array[:found], minlength=words.count).tolist()
+    counts = np.bincount(codes_array[:found], minlength=len(words.words)).tolist()
     return dict(zip(words.words, counts)), codes_array[:found].copy(), leaves_array[:found].copy()  # (not the buffers' 8 bytes a character)
 
 
