@@ -20,7 +20,7 @@ import yaml
 
 from focuscrawl.apprentice import (Apprentice, IdTable, LinkWindows, feature_ids, link_windows, pack, page_link_features,
                                   page_link_rows, page_link_windows, term_ids, wanted_features)
-from focuscrawl.apprentice_loop import rescore_due, rescored
+from focuscrawl.apprentice_loop import ApprenticeLoop, Batch, rescore_due, rescored
 from focuscrawl.beside import REFINING_NICENESS, ProcessBeside, ProcessLost, yield_cores
 from focuscrawl.config import dump_config
 from focuscrawl.crawler import Crawler
@@ -676,6 +676,44 @@ def test_a_batch_that_fails_in_the_process_beside_the_crawl_is_logged_by_the_cra
     assert failures and "ValueError: no lesson today" in failures[0].getMessage()  # with its traceback
     assert all(r.process != os.getpid() for r in failures)  # logged there, kept here
     assert crawler.frontier.done == 90
+
+
+def test_the_process_beside_the_crawl_keeps_the_model_it_learnt_for_the_next_batch(serve, make_config, tmp_path,
+                                                                                  monkeypatch, caplog):
+    """Only the first batch carries the model to the process beside; later ones name the model
+    that process sent back, and it learns on from its own copy: each batch's instances are
+    counted once, as they were in the model sent back before. A batch whose copy is not there
+    (here: taken away) fails alone; the next one carries the model again."""
+    config = idiom_crawl_in_two_processes(serve, make_config, tmp_path, max_pages=200, batch=30)
+    monkeypatch.setattr(ProcessBeside, "start", classmethod(lambda cls: cls(multiprocessing.get_context("fork"))))
+    sent, kept = [], []
+
+    def sending(process, work):
+        batch = getattr(work, "args", (None, None))[1]  # (a step is partial(_knowing, known, work))
+        if isinstance(batch, Batch):
+            sent.append((batch.number, batch.model is not None))
+            if batch.number == 4:  # the process beside is told to have kept another batch's model
+                batch.number = 40
+        return original(process, work)
+
+    def keeping(loop, lesson):
+        kept.append(None if lesson is None else lesson.learnt)
+        before = loop.model.instances_.sum() if lesson is not None else None
+        keep(loop, lesson)
+        if lesson is not None:
+            assert loop.model.instances_.sum() == before + lesson.learnt  # no batch learnt twice, none lost
+
+    original, keep = ProcessBeside._send, ApprenticeLoop._keep
+    monkeypatch.setattr(ProcessBeside, "_send", sending)
+    monkeypatch.setattr(ApprenticeLoop, "_keep", keeping)
+    caplog.set_level(logging.INFO, logger="focuscrawl")
+    asyncio.run(Crawler.create(config, tmp_path / "crawl").run())
+    assert len(sent) >= 5, sent
+    assert sent[:5] == [(1, True), (2, False), (3, False), (4, False), (5, True)]
+    assert all(not carried for _, carried in sent[5:])
+    assert kept[3] is None and all(learnt is not None for i, learnt in enumerate(kept) if i != 3), kept
+    failures = [r.getMessage() for r in caplog.records if "apprentice: learning failed" in r.getMessage()]
+    assert len(failures) == 1 and "batch 40: the process beside has not kept the model of the last" in failures[0]
 
 
 def test_the_process_beside_the_crawl_answers_reports_failures_and_is_lost_in_a_clear_way(caplog):
