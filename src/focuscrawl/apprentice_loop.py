@@ -96,12 +96,10 @@ class Batch:
         studied, _studied = _studied, None  # (a batch that fails may have changed it)
         try:
             model = self.model
-            if model is None:
-                if studied is None or studied[0] != self.number - 1:
-                    raise RuntimeError(f"batch {self.number}: the process beside has not kept the model of the last")
-                model = studied[1]
+            if model is None and (studied is None or studied[0] != self.number - 1):
+                raise RuntimeError(f"batch {self.number}: the process beside has not kept the model of the last")
             with self.reader.snapshot():
-                lesson = self._study(self.reader, model)
+                lesson = self._study(self.reader, model if model is not None else studied[1])
         except Exception:  # noqa: BLE001 - the crawl goes on with the model it has
             log.exception("apprentice: learning failed; continuing with the saved model")
             return None
@@ -299,10 +297,12 @@ class ApprenticeLoop:
                      " (niceness +%d)", REFINING_NICENESS)
             self._told_refining = True
         self._batches += 1
-        model = (None if self.model is self._kept_beside else self.model) if apart else copy.deepcopy(self.model)
+        if not apart:  # a copy: the crawl's own model goes on scoring (and caching its weights)
+            model = copy.deepcopy(self.model)
+        else:  # pickled anyway, unless the process beside holds it already
+            model = None if self.model is self._kept_beside else self.model
         batch = Batch(self.store.instance_reader(), model, self._batches, self.store.get_meta("apprentice_rescored_at"),
-                      self.settings.rescore_growth, self.instance_label, apart, refining)  # a copy of the model:
-        # the crawl's own goes on scoring (and caching its weights)
+                      self.settings.rescore_growth, self.instance_label, apart, refining)
         self._studying = True
         self.stage_seconds["apprentice"] += time.perf_counter() - clock
         self.steps.run(batch, self._keep, apart=apart)
