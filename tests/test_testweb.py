@@ -167,6 +167,9 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     assert "## Loss rate: bfs against best-first-svm" in report and (tmp_path / "loss_by_topic.png").exists()
     assert 0 < results["crawlers"]["bfs"]["topics"][topic]["critic_labels_right"] <= 1  # the table's last column
     assert "| critic's labels right |" in report
+    auc = results["crawlers"]["best-first-svm"]["topics"][topic]["critic_auc"]
+    assert 0.5 < auc <= 1 and results["crawlers"]["best-first-svm"]["critic_auc"] == auc  # one topic: its mean
+    assert "| critic's AUC |" in report
 
     def weight(repeat: int) -> tuple[float, float]:  # read from the crawl's database as it is
         with closing(sqlite3.connect(tmp_path / "crawls" / "bfs" / f"{topic}-{repeat}" / "crawl.db")) as db:

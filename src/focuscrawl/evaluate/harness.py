@@ -396,6 +396,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
     last = averaged[-1] if averaged else {}
     pages = runs[0][0]
     right = [r for r in (metrics.critic_labels_right(run) for run, _ in runs) if r is not None]
+    auc = [a for a in (metrics.critic_auc(run) for run, _ in runs) if a is not None]
     return {
         "harvest_rate": last.get("harvest_rate"),
         "loss_rate": last.get("loss_rate"),
@@ -405,6 +406,7 @@ def _topic_result(runs: list[tuple[list[metrics.Fetched], float]], targets: int,
         "pages": last.get("pages", 0),
         "pages_per_second": round(sum(rate for _, rate in runs) / len(runs), 1),
         "critic_labels_right": sum(right) / len(right) if right else None,
+        "critic_auc": sum(auc) / len(auc) if auc else None,
         "curve": averaged,
         "hosts": metrics.budget_by_host(pages),
         "urls": [p.url for p in pages],
@@ -419,7 +421,7 @@ def _aggregate(results: dict) -> None:
     topic_names = list(results["topics"])
     for entry in crawlers.values():
         for key in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest", "pages",
-                    "pages_per_second", f"top{TOP_PAGES}_precision", *WEIGHT_KEYS):  # (a figure a topic lacks: none)
+                    "pages_per_second", f"top{TOP_PAGES}_precision", "critic_auc", *WEIGHT_KEYS):  # (a figure a topic lacks: none)
             mean, stderr = metrics.mean_stderr([entry["topics"][t].get(key) for t in topic_names if t in entry["topics"]])
             entry[key], entry[f"{key}_stderr"] = mean, stderr
     names = list(crawlers)

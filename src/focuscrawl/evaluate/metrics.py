@@ -9,7 +9,10 @@ For a crawl that fetched pages u_1 … u_t (HTML pages, in fetch order):
 - judged harvest: the share a jury of evaluation classifiers calls relevant (Pant §6), the
   measure for webs without labels;
 - critic's labels right: the share of pages whose apprentice label (the critic's score above
-  the crawl's median: 'high') is the truth, the most an apprentice learning them could get right.
+  the crawl's median: 'high') is the truth, the most an apprentice learning them could get right;
+- critic's AUC: the ROC AUC of the critic's scores against the truth over the pages it judged, the
+  critic's quality where the crawl took it (harder than the whole web: near-topic pages), free of
+  any threshold; what bounds every crawler learning from the critic.
 """
 
 from __future__ import annotations
@@ -98,6 +101,18 @@ def critic_labels_right(pages: list[Fetched]) -> float | None:
     scores = np.array([p.score for p in scored])
     labels = high_labels(scores, float(np.sort(scores)[len(scores) // 2]))
     return float(np.mean(labels == np.array([p.relevant for p in scored])))
+
+
+def critic_auc(pages: list[Fetched]) -> float | None:
+    """The ROC AUC of the critic's scores against the truth over the judged pages (None when
+    they are all relevant or all not): the chance that a relevant page outscores an irrelevant one."""
+    scored = [p for p in pages if p.score is not None]
+    relevant = np.array([p.relevant for p in scored], dtype=bool)
+    if relevant.all() or not relevant.any():
+        return None
+    ranks = stats.rankdata([p.score for p in scored])  # ties share their mean rank (half a win each)
+    positives = int(relevant.sum())
+    return float((ranks[relevant].sum() - positives * (positives + 1) / 2) / (positives * (len(scored) - positives)))
 
 
 def budget_by_host(pages: list[Fetched], top: int = 5) -> list[dict]:

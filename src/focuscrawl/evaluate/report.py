@@ -177,17 +177,19 @@ def write_report(results: dict, out: Path) -> Path:
              "Means over topics at the end of each topic's budget (± standard error). Harvest and recall use",
              "the ground truth; estimated harvest is the crawler's own critic; judged harvest is the majority",
              "vote of NB, SVM and NN evaluation classifiers trained on twice the examples (Pant §6).", "",
-             "Top-100 precision: the share truly relevant of the 100 pages the crawl's final critic is surest of.", "",
+             "Top-100 precision: the share truly relevant of the 100 pages the crawl's final critic is surest of.",
+             "Critic's AUC: how well the critic's scores order the pages the crawl judged (ROC AUC against the",
+             "truth): its quality where the crawl took it, which bounds every crawler learning from it.", "",
              "Pages/s depend on the pages a crawler picks: the last column is what its pages weighed on average,",
              "and two crawlers' pages/s compare only as far as their pages do.", "",
              "| crawler | harvest rate | loss rate | target recall | estimated harvest | judged harvest"
-             " | top-100 precision | pages/s | a page |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             " | top-100 precision | critic's AUC | pages/s | a page |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in crawlers.items():
         known = lambda k: entry.get(k) is not None and entry[k] == entry[k]  # noqa: E731 - absent or NaN: no value
         cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if known(k) else "—"
                  for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
-                           "top100_precision")]
+                           "top100_precision", "critic_auc")]
         weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} link targets"
                   if known("kilobytes_per_page") else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
