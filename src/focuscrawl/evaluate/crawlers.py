@@ -59,13 +59,14 @@ def _oracle_link(is_relevant, baseline=None) -> Parts:
     return Parts(strategy=priority)
 
 
-def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], float] | None = None) -> Parts:
+def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], float] | None = None,
+                        every_link: bool | None = None) -> Parts:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
-    from the same seeds without learning more (``label``: see ``crawl_instances``)."""
+    from the same seeds without learning more (``label``, ``every_link``: see ``crawl_instances``)."""
 
     def teach(apprentice: ApprenticeLoop) -> None:
         features, scores, sources, parents = crawl_instances(baseline, apprentice.analyzer, apprentice.model.d_max,
-                                                             apprentice.settings.url_words, label)
+                                                             apprentice.settings.url_words, label, every_link)
         with closing(open_existing(baseline)) as db:
             apprentice.model.fit(features, scores, parents, sources, median_score(Queries(db)))
 
@@ -105,6 +106,13 @@ def _apprentice_hindsight(is_relevant, baseline: Path) -> Parts:
     fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
     limit (the critic's errors and the online apprentice's few early instances are gone)."""
     return _apprentice_offline(is_relevant, baseline, _truth(is_relevant))
+
+
+def _apprentice_judged_truth(is_relevant, baseline: Path) -> Parts:
+    """Between apprentice-offline and apprentice-hindsight: the true class of the links' targets,
+    but only of those the baseline judged (the offline apprentice's very instances): how much of
+    hindsight's lead is the critic's errors, and how much the links to pages never fetched."""
+    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant), every_link=False)
 
 
 def _recall(is_relevant, baseline: Path) -> Parts:
@@ -163,6 +171,8 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("apprentice-truth", ONLINE, reference=True, parts=_truth_labels),
     # the offline apprentice with the true class of every link target: how far the features can go
     CrawlerSpec("apprentice-hindsight", OFFLINE, reference=True, parts=_apprentice_hindsight,
+                baseline="best-first-svm"),
+    CrawlerSpec("apprentice-judged-truth", OFFLINE, reference=True, parts=_apprentice_judged_truth,
                 baseline="best-first-svm"),
     CrawlerSpec("bingo", BINGO),
     CrawlerSpec("bingo-static", BINGO_STATIC),
