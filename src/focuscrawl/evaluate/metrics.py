@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from sklearn.metrics import roc_auc_score
 
 from focuscrawl.apprentice import high_labels
 from focuscrawl.fetch.urls import host_of
@@ -107,12 +108,10 @@ def critic_auc(pages: list[Fetched]) -> float | None:
     """The ROC AUC of the critic's scores against the truth over the judged pages (None when
     they are all relevant or all not): the chance that a relevant page outscores an irrelevant one."""
     scored = [p for p in pages if p.score is not None]
-    relevant = np.array([p.relevant for p in scored], dtype=bool)
-    if relevant.all() or not relevant.any():
+    relevant = [p.relevant for p in scored]
+    if all(relevant) or not any(relevant):
         return None
-    ranks = stats.rankdata([p.score for p in scored])  # ties share their mean rank (half a win each)
-    positives = int(relevant.sum())
-    return float((ranks[relevant].sum() - positives * (positives + 1) / 2) / (positives * (len(scored) - positives)))
+    return float(roc_auc_score(relevant, [p.score for p in scored]))  # (a tie counts half)
 
 
 def budget_by_host(pages: list[Fetched], top: int = 5) -> list[dict]:
