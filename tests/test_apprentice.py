@@ -837,11 +837,11 @@ def test_the_hindsight_apprentice_learns_the_truth_of_every_link_out_of_the_base
     baseline = idiom_crawl("best-first", 60, batch=60)
     chess = lambda url: "/c" in url  # noqa: E731 - the idiom site's ground truth
     judged, scores, _, _ = crawl_instances(baseline, Analyzer(), 5)
-    told, truth, sources, _ = crawl_instances(baseline, Analyzer(), 5, label=lambda u: float(chess(u)))
+    told, truth, sources, _ = crawl_instances(baseline, Analyzer(), 5, label=lambda u: float(chess(u)), every_link=True)
     assert len(told) > len(judged)  # links to pages the baseline never fetched are instances too
     assert set(truth) == {0.0, 1.0} and set(scores) != {0.0, 1.0}  # the truth, not the critic's scores
-    judged_told, judged_truth, _, _ = crawl_instances(baseline, Analyzer(), 5, label=lambda u: float(chess(u)),
-                                                      every_link=False)  # apprentice-judged-truth's instances
+    judged_told, judged_truth, _, _ = crawl_instances(baseline, Analyzer(), 5,  # apprentice-judged-truth's instances
+                                                      label=lambda u: float(chess(u)))
     assert [f.tolist() for f in judged_told] == [f.tolist() for f in judged] and set(judged_truth) == {0.0, 1.0}
     hindsight = idiom_crawl("apprentice", 150, batch=10**9, name="hindsight",
                             parts=REGISTRY["apprentice-hindsight"].parts(chess, baseline))

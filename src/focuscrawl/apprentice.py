@@ -547,16 +547,15 @@ def archived_pages(directory: Path, wanted: Callable[[str], bool] = lambda url: 
 
 def crawl_instances(directory: Path, analyzer: Analyzer, d_max: int, url_words: bool = False,
                     label: Callable[[str], float] | None = None,
-                    every_link: bool | None = None) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
+                    every_link: bool = False) -> tuple[list[np.ndarray], np.ndarray, list[str], np.ndarray]:
     """Instances from a finished crawl, its pages re-read from the WARC archive (§3.5): the
     features of every link (u, v) whose both ends were judged (⟨t, d⟩, and the words of v's URL
     if asked), the critic's score of v, u, and the critic's score of u. With ``label`` (a
-    reference that knows every page's class) v's score is ``label(v)``, and every link out of
-    a judged page is an instance unless ``every_link`` is False."""
+    reference that knows every page's class) v's score is ``label(v)``, and with ``every_link``
+    too every link out of a judged page is an instance, its target judged or not."""
     with closing(open_existing(directory)) as db:  # by the URL asked for and the URL a redirect ended at
         relevance = Queries(db).relevance_by_url()
     score_of_target = label or relevance.__getitem__
-    every_link = label is not None if every_link is None else every_link
     features: list[np.ndarray] = []
     labels: list[float] = []
     sources: list[str] = []

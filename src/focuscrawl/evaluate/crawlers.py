@@ -60,7 +60,7 @@ def _oracle_link(is_relevant, baseline=None) -> Parts:
 
 
 def _apprentice_offline(is_relevant, baseline: Path, label: Callable[[str], float] | None = None,
-                        every_link: bool | None = None) -> Parts:
+                        every_link: bool = False) -> Parts:
     """§3.5: the apprentice learns every (u, v) of the baseline crawl, then guides a new crawl
     from the same seeds without learning more (``label``, ``every_link``: see ``crawl_instances``)."""
 
@@ -105,14 +105,14 @@ def _apprentice_hindsight(is_relevant, baseline: Path) -> Parts:
     """The offline apprentice taught the truth about every link out of the baseline's pages,
     fetched or not: what ⟨t, d⟩ and the blend can rank on this web when the labels are no
     limit (the critic's errors and the online apprentice's few early instances are gone)."""
-    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant))
+    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant), every_link=True)
 
 
 def _apprentice_judged_truth(is_relevant, baseline: Path) -> Parts:
     """Between apprentice-offline and apprentice-hindsight: the true class of the links' targets,
     but only of those the baseline judged (the offline apprentice's very instances): how much of
     hindsight's lead is the critic's errors, and how much the links to pages never fetched."""
-    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant), every_link=False)
+    return _apprentice_offline(is_relevant, baseline, _truth(is_relevant))
 
 
 def _recall(is_relevant, baseline: Path) -> Parts:
