@@ -203,7 +203,9 @@ def test_eval_runs_each_crawl_shared_by_workers_on_postgresql_and_reads_it_as_an
         figures = results["crawlers"][name]["topics"]["networking"]
         assert figures["pages"] > 150 and 0 < figures["harvest_rate"] <= 1 and figures["pages_per_second"] > 0
         warc_files = {path.name.split("-w")[-1][0] for path in (tmp_path / "crawls" / name / "networking-0" / "warc").iterdir()}
-        assert warc_files == {"1", "2"}  # each worker wrote its own
+        # the workers' own files (a worker that starts late may find a 200-page crawl done: CI saw worker 2
+        # write all; that both share the work is test_workers.py's, where politeness makes the crawl last)
+        assert warc_files and warc_files <= {"1", "2"}
     copy = tmp_path / "crawls" / "bfs" / "networking-0" / "crawl.db"
     copied_at = copy.stat().st_mtime_ns
     assert evaluate("bfs")["crawlers"]["bfs"]["topics"]["networking"] == results["crawlers"]["bfs"]["topics"]["networking"]
