@@ -122,6 +122,25 @@ def test_loss_cuts_against_the_baseline_with_the_oracles_possible_cut():
     assert cuts["median_gap_closed_elsewhere"] == pytest.approx(0.4)
 
 
+def test_pooled_pages_per_second_weighs_every_page_alike_where_the_mean_weighs_every_topic():
+    from focuscrawl.evaluate.harness import _aggregate
+
+    def point(pages: int, seconds: float) -> dict:
+        return {"harvest_rate": 0.5, "loss_rate": 0.5, "target_recall": 0.1, "estimated_harvest": 0.5,
+                "judged_harvest": 0.5, "pages": pages, "pages_per_second": pages / seconds, "crawl_seconds": seconds,
+                "top100_precision": 0.5, "urls": ["http://t/1"]}
+
+    # a short crawl that stalled (100 pages in 20 s) beside a long one (1 000 pages in 10 s)
+    results = {"topics": {"a": {}, "b": {}}, "crawlers": {"bfs": {"topics": {"a": point(100, 20.0), "b": point(1000, 10.0)}}}}
+    _aggregate(results)
+    entry = results["crawlers"]["bfs"]
+    assert entry["pages_per_second"] == pytest.approx(52.5)  # (5 + 100) / 2
+    assert entry["pages_per_second_pooled"] == pytest.approx(1100 / 30, abs=0.05)
+    untimed = {"topics": {"a": {}}, "crawlers": {"bfs": {"topics": {"a": {**point(100, 20.0), "crawl_seconds": 0.0}}}}}
+    _aggregate(untimed)
+    assert untimed["crawlers"]["bfs"]["pages_per_second_pooled"] is None  # nothing fetched in time: no rate
+
+
 def test_each_crawlers_loss_cut_is_against_best_first_with_its_own_critic():
     from focuscrawl.evaluate.harness import _aggregate
     from focuscrawl.evaluate.report import _loss_cut_lines

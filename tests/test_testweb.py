@@ -170,6 +170,9 @@ def test_best_first_svm_beats_breadth_first_on_ground_truth_harvest(small_web, t
     auc = results["crawlers"]["best-first-svm"]["topics"][topic]["critic_auc"]
     assert 0.5 < auc <= 1 and results["crawlers"]["best-first-svm"]["critic_auc"] == auc  # one topic: its mean
     assert "| critic's AUC |" in report
+    timed = results["crawlers"]["best-first-svm"]  # one topic: its rate pooled is its rate (of its two runs, mean)
+    assert timed["topics"][topic]["crawl_seconds"] > 0
+    assert timed["pages_per_second_pooled"] == pytest.approx(timed["topics"][topic]["pages_per_second"], abs=0.1)
 
     def weight(repeat: int) -> tuple[float, float]:  # read from the crawl's database as it is
         with closing(sqlite3.connect(tmp_path / "crawls" / "bfs" / f"{topic}-{repeat}" / "crawl.db")) as db:

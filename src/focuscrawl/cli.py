@@ -486,8 +486,8 @@ def evaluate(
         print(f"stopped: {error}", file=sys.stderr)
         raise typer.Exit(130) from None
     report = write_report(results, out)
-    summary = {name: {k: entry[k] for k in ("harvest_rate", "target_recall", "pages_per_second")}
-               for name, entry in results["crawlers"].items()}
+    keys = ("harvest_rate", "target_recall", "pages_per_second", "pages_per_second_pooled")
+    summary = {name: {k: entry[k] for k in keys} for name, entry in results["crawlers"].items()}
     print(json.dumps({"report": str(report), "crawlers": summary}, indent=2))
 
 

@@ -181,7 +181,9 @@ def write_report(results: dict, out: Path) -> Path:
              "Critic's AUC: how well the critic's scores order the pages the crawl judged (ROC AUC against the",
              "truth): its quality where the crawl took it, which bounds every crawler learning from it.", "",
              "Pages/s depend on the pages a crawler picks: the last column is what its pages weighed on average,",
-             "and two crawlers' pages/s compare only as far as their pages do.", "",
+             "and two crawlers' pages/s compare only as far as their pages do. Pages/s is the mean of the topics'",
+             "rates; in brackets, all topics' pages over all their crawl seconds, in which each page weighs the",
+             "same (a stall of a few tenths of a second moves a short crawl's rate, and the mean, far more).", "",
              "| crawler | harvest rate | loss rate | target recall | estimated harvest | judged harvest"
              " | top-100 precision | critic's AUC | pages/s | a page |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -190,10 +192,11 @@ def write_report(results: dict, out: Path) -> Path:
         cells = [f"{entry[k]:.3f} ± {entry[k + '_stderr']:.3f}" if known(k) else "—"
                  for k in ("harvest_rate", "loss_rate", "target_recall", "estimated_harvest", "judged_harvest",
                            "top100_precision", "critic_auc")]
+        pooled = f" ({entry['pages_per_second_pooled']:.0f})" if known("pages_per_second_pooled") else ""
         weight = (f"{entry['kilobytes_per_page']:.0f} kB, {entry['links_per_page']:.0f} link targets"
                   if known("kilobytes_per_page") else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
-                     + f" | {entry['pages_per_second']:.0f} | {weight} |")
+                     + f" | {entry['pages_per_second']:.0f}{pooled} | {weight} |")
     lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
               "Recall ceiling: the share of the targets that links lead to from the crawl's seeds, capped by the",
               "budget; no crawler can do better.", "",
