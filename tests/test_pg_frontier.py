@@ -443,3 +443,28 @@ def test_a_bounded_queue_skips_the_lowest_urls_of_every_worker_and_leaves_a_lock
     assert best["h9.test"] is None  # its best is counted again: nothing of it queued
     assert all(best[host] == a.db.execute("SELECT MAX(priority) FROM urls WHERE host = %s AND state = 0",
                                           (host,)).fetchone()[0] for host in best)
+
+
+def test_relative_clusters_learn_the_same_factors_whatever_the_scale_of_the_priorities(postgres_dsn, crawl):
+    """As the SQLite frontier's (tests/test_store.py): the apprentice's clusters compare how pages
+    turn out with the whole crawl's ratio of scores to priorities, read from the shared tables."""
+    def factors(scale: float, relative: bool) -> dict[str, float]:
+        a = worker(postgres_dsn, f"{crawl}{int(scale * 100)}{int(relative)}", "a", host_clusters=2.0,
+                   relative_clusters=relative)
+        try:
+            for host, score in (("a.test", 0.6), ("b.test", 0.2)):
+                a.add([Discovered(f"http://{host}/{i}", host, 0.8 * scale, None) for i in range(4)], 1, 1)
+            for host, score in (("a.test", 0.6), ("b.test", 0.2)) * 2:
+                url_id, url, priority = a.db.execute(
+                    "SELECT id, url, priority FROM urls WHERE state = 0 AND host = %s ORDER BY id LIMIT 1", (host,)).fetchone()
+                a.db.execute(f"UPDATE urls SET state = {DONE} WHERE id = %s", (url_id,))
+                a.learn_cluster(Item(url_id, url, host, 1, 1, priority), score)
+            return dict(a.db.execute("SELECT host, factor FROM host_clusters").fetchall())
+        finally:
+            a.db.execute(f"DROP SCHEMA crawl_{crawl}{int(scale * 100)}{int(relative)} CASCADE")
+
+    relative = factors(1.0, relative=True)
+    assert factors(0.25, relative=True) == pytest.approx(relative)
+    assert relative["a.test"] > 1 > relative["b.test"]  # against the crawl: a above it, b below
+    absolute = factors(1.0, relative=False)
+    assert absolute["a.test"] < 1 and absolute["b.test"] < 1  # against 1: both below a host not entered yet

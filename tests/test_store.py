@@ -1032,3 +1032,37 @@ def test_a_group_older_than_its_seconds_is_committed_when_the_crawl_asks(store, 
         time.sleep(0.02)
         store.commit_if_due()
         assert reader.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 1
+
+
+def handed_out_hosts(store, scale: float, relative: bool) -> list[str]:
+    """Six pages handed out and learnt from, three hosts' links at 0.8 × ``scale``, their pages
+    scoring 0.6, 0.4 and 0.2 by host: the hosts in the order they were handed out."""
+    hosts = Hosts(validate_config({"seeds": ["http://a.test/"], "strategy": "bfs", "politeness": {"min_interval": 0.0}}))
+    frontier = SqliteFrontier(store.db, hosts, link_clusters=2.0, host_clusters=2.0, relative_clusters=relative)
+    scores = {"a.test": 0.6, "b.test": 0.4, "c.test": 0.2}
+    handed = []
+    with store.transaction():
+        for parent, host in enumerate(scores, start=1):
+            frontier.add([(f"http://{host}/{i}", host, 0.8 * scale, None) for i in range(4)], 1, parent)
+        for _ in range(6):
+            item = frontier.next_ready()
+            frontier.hang_up(item)
+            frontier.finish(item)
+            frontier.learn_cluster(item, scores[item.host])
+            handed.append(item.host)
+    return handed
+
+
+def test_relative_clusters_order_priorities_on_any_scale_as_on_the_scores_own(tmp_path_factory):
+    """The apprentice's priorities are Pr(a high target), not scores: its clusters compare how
+    pages turn out with the crawl's own ratio of scores to priorities, so that multiplying every
+    priority by a constant changes nothing; compared with 1, as best-first's are, it does."""
+    def order(scale: float, relative: bool) -> list[str]:
+        return handed_out_hosts(Store(tmp_path_factory.mktemp("crawl"), warc=False), scale, relative)
+
+    assert order(0.25, relative=True) == order(1.0, relative=True) == order(4.0, relative=True)
+    assert order(0.25, relative=False) != order(1.0, relative=False)
+    # priorities above every score, compared with 1: each host entered falls below those not entered yet,
+    # the best one too; against the crawl's ratio the best host is no worse than the crawl, and keeps its place
+    assert order(1.0, relative=False)[:3] == ["a.test", "b.test", "c.test"]
+    assert order(1.0, relative=True)[:4] == ["a.test"] * 4

@@ -22,19 +22,54 @@ LINK_FACTOR = "COALESCE((SELECT c.factor FROM link_clusters c WHERE c.parent_id 
 HOST_FACTOR = "COALESCE((SELECT h.factor FROM host_clusters h WHERE h.host = urls.host), 1.0)"
 
 
+def learnt_factor(pages: int, relevance: float, predicted: float, alpha: float, ratio: float = 1.0) -> float:
+    """A cluster's factor once ``pages`` of its URLs were fetched, their scores summing to
+    ``relevance`` and their priorities (before the factor) to ``predicted``: the posterior mean of
+    its ratio of scores to priorities, the crawl's ``ratio`` a prior worth α pages, against that
+    ratio. Best-first's priorities are scores (a page's links take its score): the ratio is 1, and
+    a cluster falls as its pages score below what their links promised. The apprentice's are
+    Pr(a high target) on a scale of their own (on networking its pages' priorities averaged 0.8,
+    their scores 0.27): against 1, every cluster the crawl entered fell below every cluster it
+    had not, whatever its pages were worth, and the crawl spread itself over new hosts; against
+    the crawl's own ratio (``crawl_ratio``), a cluster falls only as it turns out worse than the
+    crawl's average."""
+    if predicted <= 1e-9:
+        return 1.0
+    prior = alpha * predicted / pages
+    return (prior * ratio + relevance) / (prior + predicted) / ratio
+
+
+def crawl_ratio(relevance: float, predicted: float) -> float:
+    """The crawl's ratio of its fetched pages' scores to their priorities (1 before it has one)."""
+    return relevance / predicted if relevance > 1e-9 and predicted > 1e-9 else 1.0
+
+
+def totals_query(host_clusters: float | None) -> str:
+    """The crawl's fetched pages' scores and strategy's priorities (before the factors), summed:
+    a host cluster's priorities are the strategy's own; without host clusters, a link cluster's."""
+    table = "host_clusters" if host_clusters else "link_clusters"
+    return f"SELECT COALESCE(SUM(relevance), 0), COALESCE(SUM(predicted), 0), COALESCE(SUM(pages), 0) FROM {table}"
+
+
 class LinkClusters:
     def __init__(self, db: sqlite3.Connection, hosts: Hosts, heaps: HostHeaps, prior: float | None,
-                 host_prior: float | None, refresh: Callable[[str, str], None], seen: Callable[[], SeenSet]):
+                 host_prior: float | None, refresh: Callable[[str, str], None], seen: Callable[[], SeenSet],
+                 relative: bool = False):
         """``prior`` and ``host_prior``: the link clusters' and the host clusters' α (None: not
         learnt); ``refresh(queue, host)``: read a host's best URL of a queue again from disk;
-        ``seen()``: the frontier's seen set, told of new priorities."""
+        ``seen()``: the frontier's seen set, told of new priorities; ``relative``: the strategy's
+        priorities are on a scale of their own (:func:`learnt_factor`)."""
         self.db, self.hosts, self.heaps, self.refresh, self.seen = db, hosts, heaps, refresh, seen
-        self.prior, self.host_prior = prior, host_prior
-        self.read_host_factors()
+        self.prior, self.host_prior, self.relative = prior, host_prior, relative
+        self.totals = [0.0, 0.0]  # when relative: the fetched pages' scores and strategy's priorities, summed
+        self.reread()
 
-    def read_host_factors(self) -> None:
-        """The hosts' factors as the database holds them (at the start, and after a rolled-back page)."""
+    def reread(self) -> None:
+        """The hosts' factors and, when relative, the crawl's totals as the database holds them
+        (at the start, and after a rolled-back page)."""
         self.heaps.factors = dict(self.db.execute("SELECT host, factor FROM host_clusters"))
+        if self.relative:
+            self.totals = list(self.db.execute(totals_query(self.host_prior)).fetchone()[:2])
 
     def learn(self, item: Item, relevance: float) -> None:
         """The out-links of one page are a link cluster, their priorities one guess (best-first:
@@ -55,15 +90,20 @@ class LinkClusters:
         parent = item.parent_id
         linked = parent is not None and self.prior
         cluster = self._row("link_clusters", "parent_id", parent) if linked else NO_CLUSTER
+        host = self._row("host_clusters", "host", item.host) if self.host_prior else NO_CLUSTER
+        expected = 1.0
+        if self.relative:
+            self.totals[0] += relevance
+            self.totals[1] += item.priority / (cluster[3] * host[3])
+            expected = crawl_ratio(*self.totals)
         if self.host_prior:
-            host = self._row("host_clusters", "host", item.host)
             ratio = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
-                                relevance, self.host_prior)
+                                relevance, self.host_prior, expected)
             if ratio is not None:
                 self.heaps.rescale(item.host, host[3] * ratio)
         if linked:
             ratio = self._learn("link_clusters", "parent_id", parent, cluster, item.priority / cluster[3], relevance,
-                                self.prior)
+                                self.prior, expected)
             if ratio is not None:
                 self._scale(parent, ratio)
 
@@ -73,13 +113,12 @@ class LinkClusters:
                                (key,)).fetchone() or NO_CLUSTER
 
     def _learn(self, table: str, column: str, key, row: tuple, predicted_one: float, relevance: float,
-               alpha: float) -> float | None:
+               alpha: float, expected: float) -> float | None:
         """A fetched page of the cluster ``key`` (its row): its factor learnt; by how much its queued
         URLs are to be scaled (None: it did not move)."""
         pages, total, predicted, factor = row
         pages, total, predicted = pages + 1, total + relevance, predicted + predicted_one
-        prior = alpha * predicted / pages
-        learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
+        learnt = learnt_factor(pages, total, predicted, alpha, expected)
         moved = abs(learnt / factor - 1) > CLUSTER_STEP  # else the queued URLs keep the factor they have
         self.db.execute(f"INSERT OR REPLACE INTO {table} ({column}, pages, relevance, predicted, factor)"
                         " VALUES (?, ?, ?, ?, ?)", (key, pages, total, predicted, learnt if moved else factor))

@@ -26,13 +26,13 @@ class SqliteFrontier:
     hold within each."""
 
     def __init__(self, db: sqlite3.Connection, hosts: Hosts, order: str = "band", band: float = 0.05,
-                 link_clusters: float | None = None, host_clusters: float | None = None):
+                 link_clusters: float | None = None, host_clusters: float | None = None, relative_clusters: bool = False):
         self.db = db
         self.hosts = hosts
         self.heaps = HostHeaps(hosts, order, band)
         self._seen: SeenSet | None = None  # read by the load, or the first lookup
         self.clusters = LinkClusters(db, hosts, self.heaps, link_clusters, host_clusters, self._refresh,
-                                     lambda: self.seen) if link_clusters or host_clusters else None
+                                     lambda: self.seen, relative_clusters) if link_clusters or host_clusters else None
         self.size = 0  # queued URLs
         self.in_flight = 0
         self.done = 0  # URLs fetched over the whole crawl, resumes included (refused ones are not)
@@ -55,7 +55,7 @@ class SqliteFrontier:
         self.size = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ?", (QUEUED,)).fetchone()[0]
         self.done = self.db.execute("SELECT COUNT(*) FROM urls WHERE state = ? AND skip_reason IS NULL", (DONE,)).fetchone()[0]
         if self.clusters is not None:
-            self.clusters.read_host_factors()
+            self.clusters.reread()
         self.heaps.clear()
         best = "SELECT queue, host, MAX(priority), id FROM urls WHERE state = ? GROUP BY queue, host"
         for queue, name, priority, url_id in self.db.execute(best, (QUEUED,)).fetchall():

@@ -30,7 +30,7 @@ import psycopg
 from focuscrawl.fetch.hosts import BAD, Hosts
 from focuscrawl.frontier import (CLUSTER_STEP, HEAD, OUT_OF_PHASE, QUEUE_FULL, REVIVABLE, TUNNEL_END, Discovered, Item,
                                  Seen, once_per_url)
-from focuscrawl.store.clusters import HOST_FACTOR, LINK_FACTOR
+from focuscrawl.store.clusters import HOST_FACTOR, LINK_FACTOR, crawl_ratio, learnt_factor, totals_query
 from focuscrawl.store.inherited import not_inherited
 from focuscrawl.store.schema import DONE, IN_FLIGHT, QUEUED, SKIPPED
 
@@ -38,6 +38,7 @@ NOW = "extract(epoch from clock_timestamp())"
 # a shared crawl's queued URLs hold both of their clusters' factors (the SQLite frontier keeps a host's with the host)
 CLUSTERS_LEARNT = f"{LINK_FACTOR} * {HOST_FACTOR}"
 COUNT_CAP = 10_000
+RATIO_LEARNS = 100  # pages a worker learns its clusters from between readings of the crawl's ratio (relative clusters)
 RECOUNT_SECONDS = 10.0
 # The best priority queued on any host: the free hosts' best by their index, the leased ones' (a
 # few) apart; MAX over the whole table read 100 000 hosts' rows (12-18 ms, once a second a worker)
@@ -236,6 +237,8 @@ class FrontierSteps:
     db: psycopg.Connection
     cluster_prior: float | None  # frontier.link_clusters (α); None: no link clusters
     host_prior: float | None  # frontier.host_clusters (α); None: no host clusters
+    relative_clusters: bool  # the strategy's priorities are on a scale of their own (clusters.learnt_factor)
+    ratio: tuple[float, int]  # the crawl's ratio of scores to priorities as last read, and pages left till re-read
 
     def promote(self, priorities: dict[int, float]) -> int:
         return queue_again(self.db, [(HEAD + p, url_id) for url_id, p in priorities.items()],
@@ -253,12 +256,16 @@ class FrontierSteps:
         cluster = linked and self.db.execute("SELECT factor FROM link_clusters WHERE parent_id = %s",
                                              (item.parent_id,)).fetchone()
         cluster_factor = cluster[0] if cluster else 1.0
+        expected = self._crawl_ratio() if self.relative_clusters else 1.0
         if self.host_prior is not None:
-            self._learn("host_clusters", "host", item.host, relevance, item.priority / cluster_factor, self.host_prior)
+            self._learn("host_clusters", "host", item.host, relevance, item.priority / cluster_factor, self.host_prior,
+                        expected)
         if linked:
-            self._learn("link_clusters", "parent_id", item.parent_id, relevance, item.priority, self.cluster_prior)
+            self._learn("link_clusters", "parent_id", item.parent_id, relevance, item.priority, self.cluster_prior,
+                        expected)
 
-    def _learn(self, table: str, column: str, key, relevance: float, priority: float, alpha: float) -> None:
+    def _learn(self, table: str, column: str, key, relevance: float, priority: float, alpha: float,
+               expected: float) -> None:
         """A fetched page of a cluster whose factor ``priority`` holds (and, for a host, nothing
         else: the link cluster's taken out): the factor learnt, the queued URLs scaled if it moved."""
         pages, total, predicted, factor = self.db.execute(
@@ -266,13 +273,24 @@ class FrontierSteps:
             f" ON CONFLICT ({column}) DO UPDATE SET pages = c.pages + 1, relevance = c.relevance + EXCLUDED.relevance,"
             f" predicted = c.predicted + EXCLUDED.predicted / c.factor RETURNING pages, relevance, predicted, factor",
             (key, relevance, priority)).fetchone()
-        prior = alpha * predicted / pages
-        learnt = (prior + total) / (prior + predicted) if predicted > 1e-9 else 1.0
+        learnt = learnt_factor(pages, total, predicted, alpha, expected)
         if abs(learnt / factor - 1) > CLUSTER_STEP:  # else the queued URLs keep the factor they have
             self.db.execute(f"UPDATE {table} SET factor = %s WHERE {column} = %s", (learnt, key))
             self._scaled(self.db.execute(
                 f"UPDATE urls SET priority = priority * %s WHERE {column} = %s AND state = {QUEUED} AND priority"
                 f" < {HEAD / 2} RETURNING host", (learnt / factor, key)))
+
+    def _crawl_ratio(self) -> float:
+        """The whole crawl's ratio of scores to the strategy's priorities (all workers' pages, the
+        clusters' totals), read again every ``RATIO_LEARNS`` pages once it holds that many (it moves
+        slowly then, and a sum over the clusters of a million-page crawl on every page would not),
+        every page before."""
+        ratio, left = self.ratio
+        if left <= 0:
+            relevance, predicted, pages = self.db.execute(totals_query(self.host_prior)).fetchone()
+            ratio, left = crawl_ratio(relevance, predicted), RATIO_LEARNS if pages >= RATIO_LEARNS else 1
+        self.ratio = ratio, left - 1
+        return ratio
 
     def _scaled(self, hosts) -> int:
         """The hosts of URLs whose priorities were scaled get their best again; how many URLs."""
@@ -399,9 +417,10 @@ class PgFrontier(HostLeases):
 
     def __init__(self, db: psycopg.Connection, worker: str, hosts: Hosts, leases: int = 16, batch: int = 8,
                  lease_seconds: float = 30.0, order: str = "band", band: float = 0.05,
-                 link_clusters: float | None = None, host_clusters: float | None = None):
+                 link_clusters: float | None = None, host_clusters: float | None = None, relative_clusters: bool = False):
         self.db, self.worker, self.hosts = db, worker, hosts
         self.order, self.cluster_prior, self.host_prior = HandOutOrder(order, band), link_clusters, host_clusters
+        self.relative_clusters, self.ratio = relative_clusters, (1.0, 0)
         self.max_leases, self.batch, self.lease_seconds = leases, batch, lease_seconds
         self.share = leases  # hosts this worker may hold: its fair share of the open hosts among the live workers
         self.leases: dict[str, Lease] = {}

@@ -417,11 +417,12 @@ class PgRepository(PgApprenticeInstances):
         self._leading, self._lead_retry = False, 0.0
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None,
-                     host_clusters: float | None = None) -> PgFrontier:
+                     host_clusters: float | None = None, relative_clusters: bool = False) -> PgFrontier:
         """The shared frontier (hosts leased in priority order, URLs handed out in ``order``
         within ``band`` and link and host clusters learnt as the SQLite frontier's)."""
         self.frontier = PgFrontier(self.db, self.worker, hosts, lease_seconds=self.lease_seconds, order=order, band=band,
-                                   link_clusters=link_clusters, host_clusters=host_clusters)
+                                   link_clusters=link_clusters, host_clusters=host_clusters,
+                                   relative_clusters=relative_clusters)
         return self.frontier
 
     def close(self) -> None:

@@ -110,7 +110,7 @@ class Repository(Protocol):
     near_duplicates: RunningRecords  # where a running crawl signs its pages (store.near_duplicates)
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None,
-                     host_clusters: float | None = None) -> Frontier: ...
+                     host_clusters: float | None = None, relative_clusters: bool = False) -> Frontier: ...
 
     def transaction(self) -> AbstractContextManager: ...
     def run_unit(self, work: Callable[[], T]) -> T: ...
@@ -170,9 +170,9 @@ class Store(LinkInstances):
         self.anchor_follower = AnchorFollower(self.search, active=search_index)  # a crawl keeping it current
 
     def new_frontier(self, hosts, order: str, band: float, link_clusters: float | None,
-                     host_clusters: float | None = None) -> SqliteFrontier:
+                     host_clusters: float | None = None, relative_clusters: bool = False) -> SqliteFrontier:
         """The frontier of this crawl, on its database."""
-        return SqliteFrontier(self.db, hosts, order, band, link_clusters, host_clusters)
+        return SqliteFrontier(self.db, hosts, order, band, link_clusters, host_clusters, relative_clusters)
 
     def close(self) -> None:
         """Commit what is written and close; if that last commit fails (a full disk), its
