@@ -177,11 +177,10 @@ class Crawler:
                                                 config.store.search_index)
         self.hosts = Hosts(config)
         settings = config.frontier
-        # link and host clusters learn priorities that estimate relevance; bfs and dfs order by depth; the
-        # apprentice's priorities are on a scale of their own (store.clusters.learnt_factor)
-        clusters = (None, None) if config.strategy in ("bfs", "dfs") else (settings.link_clusters, settings.host_clusters)
-        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, *clusters,
-                                                          relative_clusters=config.strategy == "apprentice")
+        # clusters learn priorities (bfs and dfs order by depth): the apprentice's on a scale of their own (learnt_factor)
+        clusters = (None, None, False) if config.strategy in ("bfs", "dfs") else (
+            settings.link_clusters, settings.host_clusters, config.strategy == "apprentice")
+        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, *clusters)
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         self.progress = Progress.of(self.store)
