@@ -176,11 +176,10 @@ class Crawler:
         self.store: Repository = store or Store(self.directory, config.store.warc, config.store.warc_max_bytes,
                                                 config.store.search_index)
         self.hosts = Hosts(config)
-        settings = config.frontier
         # clusters learn priorities (bfs and dfs order by depth): the apprentice's on a scale of their own (learnt_factor)
         clusters = (None, None, False) if config.strategy in ("bfs", "dfs") else (
-            settings.link_clusters, settings.host_clusters, config.strategy == "apprentice")
-        self.frontier: Frontier = self.store.new_frontier(self.hosts, settings.order, settings.band, *clusters)
+            config.frontier.link_clusters, config.frontier.host_clusters, config.strategy == "apprentice")
+        self.frontier: Frontier = self.store.new_frontier(self.hosts, config.frontier.order, config.frontier.band, *clusters)
         # seconds per stage over this run; fetch_wait is wall time in flight, summed over workers
         self.stage_seconds: Counter[str] = Counter()
         self.progress = Progress.of(self.store)
