@@ -91,14 +91,15 @@ class LinkClusters:
         linked = parent is not None and self.prior
         cluster = self._row("link_clusters", "parent_id", parent) if linked else NO_CLUSTER
         host = self._row("host_clusters", "host", item.host) if self.host_prior else NO_CLUSTER
+        strategy_priority = item.priority / (cluster[3] * host[3])  # the strategy's own priority, before both factors
         expected = 1.0
         if self.relative:
             self.totals[0] += relevance
-            self.totals[1] += item.priority / (cluster[3] * host[3])
+            self.totals[1] += strategy_priority
             expected = crawl_ratio(*self.totals)
         if self.host_prior:
-            ratio = self._learn("host_clusters", "host", item.host, host, item.priority / (cluster[3] * host[3]),
-                                relevance, self.host_prior, expected)
+            ratio = self._learn("host_clusters", "host", item.host, host, strategy_priority, relevance, self.host_prior,
+                                expected)
             if ratio is not None:
                 self.heaps.rescale(item.host, host[3] * ratio)
         if linked:
