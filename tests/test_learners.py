@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from focuscrawl.apprentice import Apprentice, Blend
-from focuscrawl.evaluate.crawlers import OracleCritic
+from focuscrawl.evaluate.crawlers import NoisyOracleCritic, OracleCritic
 from focuscrawl.learn import LEARNERS, Critic, Judgement
 from focuscrawl.parse import parse_html
 from focuscrawl.taxonomy import Node, TaxonomyModel
@@ -90,6 +90,18 @@ def test_the_reference_critic_judges_by_the_truth_of_the_url():
     assert oracle.judge(_page(OFF_TOPIC)).relevance == 1.0
     assert oracle.refit({"": {"http://127.0.0.1/x": ON_TOPIC}}, [OFF_TOPIC]) is oracle
     assert OracleCritic(lambda url: False).judge(_page(ON_TOPIC)).relevance == 0.0
+
+
+@pytest.mark.parametrize("auc", [0.85, 0.95])
+def test_the_noisy_reference_critic_ranks_pages_at_the_auc_it_is_given_and_always_alike(auc):
+    from sklearn.metrics import roc_auc_score
+
+    pages = [parse_html(b"<p>same words</p>", f"http://127.0.0.1/{i}/{'on' if i % 3 == 0 else 'off'}") for i in range(6000)]
+    noisy = NoisyOracleCritic(lambda url: url.endswith("/on"), auc)
+    scores = [noisy.judge(page).relevance for page in pages]
+    assert roc_auc_score([page.url.endswith("/on") for page in pages], scores) == pytest.approx(auc, abs=0.015)
+    assert [NoisyOracleCritic(noisy.is_relevant, auc).judge(page).relevance for page in pages[:50]] == scores[:50]
+    assert noisy.refit({"": {}}) is noisy and 0.0 < min(scores) < max(scores) < 1.0
 
 
 def _instances(rng, count: int):

@@ -4,10 +4,13 @@ reference lines. Later issues add names here (apprentice, BINGO! retraining) and
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 from focuscrawl.apprentice import crawl_instances, median_score
 from focuscrawl.apprentice_loop import ApprenticeLoop
@@ -46,8 +49,34 @@ class OracleCritic:
         return set()
 
 
+class NoisyOracleCritic(OracleCritic):
+    """The truth seen through noise, at a chosen ROC AUC: how good a critic must be for a goal.
+    A page scores σ(a·(±1) + z) with z ~ N(0, 1) fixed by its URL, so relevant and other pages'
+    scores part as two unit normals 2a apart, AUC = Φ(a·√2). Its errors are independent page by
+    page; a learnt critic's are shared by a site's pages, so it does no better at the same AUC."""
+
+    def __init__(self, is_relevant: Callable[[str], bool], auc: float):
+        super().__init__(is_relevant)
+        self.separation = NormalDist().inv_cdf(auc) / math.sqrt(2)
+
+    def judge(self, page) -> Judgement:
+        sign = 1.0 if self.is_relevant(page.url) else -1.0
+        return Judgement(1.0 / (1.0 + math.exp(-(self.separation * sign + _normal_of(page.url)))))
+
+
+def _normal_of(url: str) -> float:
+    """A standard normal number fixed by the URL (Box–Muller on two halves of its hash)."""
+    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
+    u1, u2 = ((int.from_bytes(digest[i:i + 8], "big") + 0.5) / 2 ** 64 for i in (0, 8))
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
 def _oracle_critic(is_relevant, baseline=None) -> Parts:
     return Parts(critic=OracleCritic(is_relevant))
+
+
+def _noisy_critic(auc: float) -> Callable:
+    return lambda is_relevant, baseline=None: Parts(critic=NoisyOracleCritic(is_relevant, auc))
 
 
 def _oracle_link(is_relevant, baseline=None) -> Parts:
@@ -190,6 +219,9 @@ REGISTRY = {spec.name: spec for spec in [
     CrawlerSpec("svm-templates-all", {"strategy": "best-first", "classifier": "svm-cosine",
                                       "text": {"site_templates": "all"}}),
     CrawlerSpec("oracle-critic", {"strategy": "best-first"}, reference=True, parts=_oracle_critic),
+    # best-first with a critic of a set ROC AUC (the truth with noise): what a better critic would give
+    *(CrawlerSpec(f"oracle-critic-auc{auc}", {"strategy": "best-first"}, reference=True, parts=_noisy_critic(auc / 100))
+      for auc in (85, 90, 95, 98)),
     # the online apprentice with a perfect critic: what ⟨t, d⟩ and the blend could cut with true labels
     CrawlerSpec("apprentice-oracle", ONLINE, reference=True, parts=_oracle_critic, same_critic="oracle-critic"),
     CrawlerSpec("oracle-link", {"strategy": "best-first", "classifier": "svm-cosine"}, reference=True,
