@@ -13,7 +13,7 @@ character is one ``str.isalnum`` accepts or ``_``, a digit one ``str.isdecimal``
 
 ``parse.TAG.findall``: the tags of a large page, (closing "/" or "", name) as
 ``<(/?)([A-Za-z][^\\s/>]*)`` finds them, for the estimate of its tree's depth; each name's two
-tuples are made once a page, not once a tag.
+tuples are made once a page, not once a tag, and the name is interned.
 
 ``parse.FORMATTING_ATTRIBUTES.sub``: a large page without the attributes of its formatting tags.
 """
@@ -21,6 +21,8 @@ tuples are made once a page, not once a tag.
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memcmp, memset
+
+from sys import intern
 
 import numpy as np
 
@@ -214,6 +216,7 @@ def find_tags(str text, dict lowering=None):
         if pair is None:
             if lowering is not None:
                 name = name.lower() if name.isascii() else name.translate(lowering)
+            name = intern(name)  # (the names the estimate looks up are literals: found by identity, not compared)
             pair = pairs[text[start:end]] = (("", name), ("/", name))
         found.append((<tuple>pair)[closing])
         i = end

@@ -6,7 +6,7 @@ cimport cython
 cdef class _Estimate:
     cdef public list stack, kept, live, foreign
     cdef public dict every, at, marks, since, closed
-    cdef public object active
+    cdef public dict active
     cdef public Py_ssize_t reopened
     cdef public object raw
 

@@ -23,13 +23,18 @@ compiled module when it is built; the tests hold it to this source.
 
 from __future__ import annotations
 
-from collections import Counter
+from sys import intern
+
+
+def _names(words: str) -> list[str]:
+    """Tag names, interned as ``parse.find_tags`` interns a page's: a lookup finds them by identity."""
+    return [intern(name) for name in words.split()]
+
 
 MAX_NESTING = 4096
 MAX_REOPENED = 1_000_000  # about 1.5 s of building and walking elements
 NOT_NESTING = frozenset(  # (<rt>, <optgroup> nest outside <ruby>, <select>: 60 000 took 10 s)
-    "p li dt dd tr td th area base br col embed hr img input link meta source track wbr html head body frame frameset"
-    .split())
+    _names("p li dt dd tr td th area base br col embed hr img input link meta source track wbr html head body frame frameset"))
 RECORDED = {"p": ("p",), "li": ("li",), "dd": ("dd", "dt"), "dt": ("dd", "dt"), "td": ("td", "th"), "th": ("td", "th"),
             "tr": ("tr",)}  # not in the stack: where the last one started is kept, and when it closes (by its end
 # tag, or the start of one of these, or a block) so does all after it
@@ -43,34 +48,34 @@ STOPS = {  # what stops the start tag of one (and its end tag) from closing the 
     "tr": (("table",), set(), ("table",), set()),
 }
 STOPS.update(dt=STOPS["dd"], th=STOPS["td"])
-FORMATTING = frozenset("b big code em font i s small strike strong tt u".split())
+FORMATTING = frozenset(_names("b big code em font i s small strike strong tt u"))
 ACTIVE_FORMATTING = FORMATTING | {"a", "nobr"}  # HTML5's formatting elements (a new <a> or <nobr> ends the last)
 SPECIAL = frozenset(  # HTML5's special elements (those not in NOT_NESTING): another's end tag stops at them
-    "address applet article aside blockquote button caption center colgroup details dir div dl fieldset figcaption"
-    " figure footer form frame frameset h1 h2 h3 h4 h5 h6 header hgroup iframe listing main marquee menu nav noembed"
-    " noframes noscript object ol plaintext pre script search section select style summary table tbody template"
-    " textarea tfoot thead title ul xmp mi mo mn ms mtext annotation-xml foreignobject desc".split())
+    _names("address applet article aside blockquote button caption center colgroup details dir div dl fieldset figcaption"
+        " figure footer form frame frameset h1 h2 h3 h4 h5 h6 header hgroup iframe listing main marquee menu nav noembed"
+        " noframes noscript object ol plaintext pre script search section select style summary table tbody template"
+        " textarea tfoot thead title ul xmp mi mo mn ms mtext annotation-xml foreignobject desc"))
 KINDS = {"special": SPECIAL, "item": SPECIAL - {"address", "div"}, "list": {"ol", "ul"}, "button": {"button"},
-         "scope": set("applet caption marquee object select table template mi mo mn ms mtext annotation-xml"
-                      " foreignobject desc title".split()),  # HTML5's scope (and lexbor's <select>, which holds HTML)
+         "scope": set(_names("applet caption marquee object select table template mi mo mn ms mtext annotation-xml"
+                      " foreignobject desc title")),  # HTML5's scope (and lexbor's <select>, which holds HTML)
          "table": {"table", "template"}}
 KINDS_OF = {tag: tuple(kind for kind, names in KINDS.items() if tag in names) for tag in set().union(*KINDS.values())}
-TABLE_SCOPED = frozenset("caption table tbody tfoot thead".split())  # their end tags stop only at a table
-TABLE_PARTS = frozenset("caption colgroup tbody tfoot thead".split())  # ignored outside a table
+TABLE_SCOPED = frozenset(_names("caption table tbody tfoot thead"))  # their end tags stop only at a table
+TABLE_PARTS = frozenset(_names("caption colgroup tbody tfoot thead"))  # ignored outside a table
 BREAKOUT = frozenset(  # HTML5's start tags that close an <svg> or <math> they are in (<font> only with some attributes)
-    "b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i img li listing menu meta"
-    " nobr ol p pre ruby s small span strike strong sub sup table tt u ul var".split())
-RAW_TEXT = frozenset("iframe noembed noframes plaintext script style textarea title xmp".split())  # hold text, not tags
+    _names("b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i img li listing menu meta"
+        " nobr ol p pre ruby s small span strike strong sub sup table tt u ul var"))
+RAW_TEXT = frozenset(_names("iframe noembed noframes plaintext script style textarea title xmp"))  # hold text, not tags
 CLOSES = {"select": "select", "input": "select", "keygen": "select", "textarea": "select", "button": "button",
           "table": "table"}  # start tags with which HTML5 may close an open element (<table> unless in a cell)
-HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())  # one closes a heading that is the current node
+HEADINGS = frozenset(_names("h1 h2 h3 h4 h5 h6"))  # one closes a heading that is the current node
 CLOSES_P = frozenset(  # HTML5's start tags that close an open <p> (<table> too, unless the page is in quirks mode)
-    "address article aside blockquote center details dialog dir div dl fieldset figcaption figure footer form h1 h2"
-    " h3 h4 h5 h6 header hgroup hr listing main menu nav ol plaintext pre search section summary ul xmp".split())
+    _names("address article aside blockquote center details dialog dir div dl fieldset figcaption figure footer form h1 h2"
+        " h3 h4 h5 h6 header hgroup hr listing main menu nav ol plaintext pre search section summary ul xmp"))
 RULED = (SPECIAL | NOT_NESTING | RECORDED.keys() | TABLE_PARTS | RAW_TEXT | CLOSES.keys() | set(CLOSES.values()) | HEADINGS
          | CLOSES_P | KINDS_OF.keys() | {"rb", "rp", "rt", "rtc", "ruby", "option", "optgroup", "svg", "math"})
-PAIRED = {name: 1 if name in ("a", "nobr") else 3 for name in ("span abbr cite kbd var samp sub sup mark time label q dfn"
-          " bdi bdo data ins del output small").split() + sorted(ACTIVE_FORMATTING) if name not in RULED}
+PAIRED = {name: 1 if name in ("a", "nobr") else 3 for name in _names("span abbr cite kbd var samp sub sup mark time label q dfn"
+          " bdi bdo data ins del output small") + sorted(ACTIVE_FORMATTING) if name not in RULED}
 # (tags whose start and end tag the estimate pushes and pops alone: a pair is skipped while fewer of its kind are active)
 ENCLOSING = {"li": ("li", "p"), "dd": ("dd", "dt", "p"), "dt": ("dd", "dt", "p"), "p": ("p",)}  # (the RECORDED
 # tags but cells, and those their start tag closes: ``<li><a>…</a></li>``, 3 in 4 tags of a page of links, is skipped)
@@ -98,7 +103,8 @@ class _Estimate:
         self.foreign: list[int] = []  # where SVG's and MathML's elements are
         self.since: dict[str, tuple[int, bool]] = {}  # per RECORDED tag, the stack's depth at its last start
         # and whether it is surely open, in the order of their starts
-        self.active: Counter = Counter()  # per formatting tag, its latest elements not ended: 3 at most (Noah's Ark)
+        self.active: dict[str, int] = {}  # per formatting tag, its latest elements not ended: 3 at most (Noah's Ark)
+        # (a dict read with get: a Counter's missing key is a call of Python's __missing__, at every <span> pair)
         self.closed: dict[str, int] = {}  # per tag, the latest active ones out of the stack: the next start tag
         # reopens them
         self.reopened = 0
@@ -131,7 +137,7 @@ class _Estimate:
             self.marks[kind].pop()
         if self.foreign and self.foreign[-1] == position:
             self.foreign.pop()
-        if name in ACTIVE_FORMATTING and self.closed.get(name, 0) < self.active[name]:  # the latest are the active ones
+        if name in ACTIVE_FORMATTING and self.closed.get(name, 0) < self.active.get(name, 0):  # the latest are the active ones
             self.closed[name] = self.closed.get(name, 0) + 1
         return name
 
@@ -242,7 +248,7 @@ class OpenElements(_Estimate):
     def _skipped_pair(self, tags: list[tuple[str, str]], i: int) -> bool:
         """A ``PAIRED`` start tag at ``i`` with its end tag next, fewer of its kind active than it allows."""
         return (i + 1 < len(tags) and not tags[i][0] and tags[i][1] in PAIRED and tags[i + 1] == ("/", tags[i][1])
-                and self.active[tags[i][1]] < PAIRED[tags[i][1]])
+                and self.active.get(tags[i][1], 0) < PAIRED[tags[i][1]])
 
     def _records_alone(self, name: str) -> bool:
         """Whether the start tag of an ``ENCLOSING`` element, and its end tag right after (or after
@@ -289,10 +295,10 @@ class OpenElements(_Estimate):
             self.since.pop(name, None)
             self.since[name] = len(self.stack), True
         elif name in ACTIVE_FORMATTING:
-            if name in ("a", "nobr") and self.active[name]:
+            if name in ("a", "nobr") and self.active.get(name, 0):
                 self._end_last(name)
             self._reopen()
-            self.active[name] = min(self.active[name] + 1, 3)
+            self.active[name] = min(self.active.get(name, 0) + 1, 3)
             self._push(name)
         elif name not in NOT_NESTING and (name not in TABLE_PARTS or table):
             self._open(name)
@@ -333,7 +339,7 @@ class OpenElements(_Estimate):
             self._forget_from(where[-1])  # HTML5 may close the later one instead
         elif where:
             self._close(name, where[-1])
-        elif self.active[name]:
+        elif self.active.get(name, 0):
             self._deactivate(name)
 
     def _last_heading(self, name: str) -> str:
@@ -373,7 +379,7 @@ class OpenElements(_Estimate):
             while len(self.stack) > position:  # (an element of that name after it may be one it no longer closes)
                 self._pop()
             self._forget_since()
-            if self.active[name]:
+            if self.active.get(name, 0):
                 self._deactivate(name)
 
     def _end_last(self, name: str) -> None:
@@ -384,7 +390,7 @@ class OpenElements(_Estimate):
                 self._close(name, position)
             if self.at.get(name) and self.at[name][-1] == position:  # not in scope: it leaves the stack alone
                 self._forget_from(position)
-        if self.active[name]:
+        if self.active.get(name, 0):
             self._deactivate(name)
 
     def _close_since(self, recorded: str, stops: tuple[tuple[str, ...], set[str]]) -> None:
@@ -406,7 +412,7 @@ class OpenElements(_Estimate):
             del self.since[tag]
         while len(self.stack) > depth:
             tag = self._pop()
-            if cells and len(self.stack) >= cells[0] and self.active[tag]:  # in a cell
+            if cells and len(self.stack) >= cells[0] and self.active.get(tag, 0):  # in a cell
                 self._deactivate(tag)
         self._forget_since()
 
