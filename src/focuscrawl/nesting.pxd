@@ -16,6 +16,8 @@ cdef class _Estimate:
     cdef str _pop(self)
     cdef _topmost(self, tuple kinds, records, tuple above)
     cdef _forget_since(self)
+    @cython.locals(deepest=Py_ssize_t, depth=Py_ssize_t)
+    cdef Py_ssize_t _deepest_record(self)
     cdef _forget_record(self, str recorded)
     cdef _forget_from(self, Py_ssize_t position)
     cdef _forget_after(self, Py_ssize_t position)

@@ -157,8 +157,16 @@ class _Estimate:
 
     def _forget_since(self) -> None:
         """The RECORDED elements started in elements just closed are gone with them."""
-        if self.since and max(depth for depth, _ in self.since.values()) > len(self.stack):
+        if self._deepest_record() > len(self.stack):
             self.since = {tag: mark for tag, mark in self.since.items() if mark[0] <= len(self.stack)}
+
+    def _deepest_record(self) -> int:
+        """The stack's depth at the start of the deepest RECORDED element still kept (-1: none)."""
+        deepest = -1
+        for depth, _ in self.since.values():
+            if depth > deepest:
+                deepest = depth
+        return deepest
 
     def _forget_record(self, recorded: str) -> None:
         depth, _ = self.since[recorded]
@@ -247,16 +255,24 @@ class OpenElements(_Estimate):
 
     def _skipped_pair(self, tags: list[tuple[str, str]], i: int) -> bool:
         """A ``PAIRED`` start tag at ``i`` with its end tag next, fewer of its kind active than it allows."""
-        return (i + 1 < len(tags) and not tags[i][0] and tags[i][1] in PAIRED and tags[i + 1] == ("/", tags[i][1])
-                and self.active.get(tags[i][1], 0) < PAIRED[tags[i][1]])
+        if i + 1 >= len(tags):
+            return False
+        closing, name = tags[i]
+        following = tags[i + 1]  # (compared item by item: no tuple made for every pair)
+        return (not closing and name in PAIRED and following[0] == "/" and following[1] == name
+                and self.active.get(name, 0) < PAIRED[name])
 
     def _records_alone(self, name: str) -> bool:
         """Whether the start tag of an ``ENCLOSING`` element, and its end tag right after (or after
         pairs skipped), would only record it and forget it again: nothing recorded that it closes,
         nothing recorded as deep as the stack (and, as ``_past_skipped`` checks first, nothing to
         reopen, no SVG or MathML)."""
-        return not self.since or (all(tag not in self.since for tag in ENCLOSING[name])
-                                  and max(depth for depth, _ in self.since.values()) < len(self.stack))
+        if not self.since:
+            return True
+        for tag in ENCLOSING[name]:
+            if tag in self.since:
+                return False
+        return self._deepest_record() < len(self.stack)
 
     def start(self, name: str) -> None:
         if self.raw:
@@ -290,7 +306,7 @@ class OpenElements(_Estimate):
                     self._forget_above(depth, (depth - 0.5, list(self.since).index("tr")))
                 else:
                     self._forget_after(table[-1])
-            if self.since and max(self.since.values())[0] == len(self.stack):  # <li><dd><li><dd>: nested
+            if self._deepest_record() == len(self.stack):  # <li><dd><li><dd>: nested
                 self._push("#" + name, False, False)  # (as deep: gone when the one it is in closes)
             self.since.pop(name, None)
             self.since[name] = len(self.stack), True
@@ -353,7 +369,7 @@ class OpenElements(_Estimate):
 
     def _end_option(self) -> None:
         """An <option> or an <optgroup> closes an <option> that is the current node."""
-        hidden = self.since and max(depth for depth, _ in self.since.values()) == len(self.stack)  # a <p> after it
+        hidden = self._deepest_record() == len(self.stack)  # a <p> after it
         if self.stack and self.stack[-1] == "option" and self.kept[-1] and not hidden:
             self._pop()
 
