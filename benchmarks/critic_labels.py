@@ -26,13 +26,13 @@ from pathlib import Path
 from sklearn.metrics import roc_auc_score
 
 from focuscrawl.apprentice import archived_pages
-from focuscrawl.config import ConfigError, load_config
+from focuscrawl.config import ConfigError, CrawlConfig, load_config
 from focuscrawl.evaluate.harness import read_topics
-from focuscrawl.learn import Critic
 from focuscrawl.store import CrawlDir, CrawlDirError
 from focuscrawl.testweb.groundtruth import Truth
 from focuscrawl.testweb.linkgraph import Resolver
 from focuscrawl.testweb.webmap import WebMap
+from focuscrawl.topics import configured_critic
 
 
 def labelled_texts(crawl: Path, is_relevant) -> dict[str, tuple[str, bool]]:
@@ -40,7 +40,7 @@ def labelled_texts(crawl: Path, is_relevant) -> dict[str, tuple[str, bool]]:
     return {page.url: (page.text, is_relevant(page.url)) for page in archived_pages(crawl) if page.text}
 
 
-def auc_with_labels(texts: dict[str, tuple[str, bool]], count: int, learner: dict, seed: int) -> float | None:
+def auc_with_labels(texts: dict[str, tuple[str, bool]], count: int, config: CrawlConfig, seed: int) -> float | None:
     """The AUC over the other pages of a critic trained on ``count`` pages drawn with ``seed``."""
     urls = sorted(texts)
     random.Random(seed).shuffle(urls)
@@ -50,19 +50,17 @@ def auc_with_labels(texts: dict[str, tuple[str, bool]], count: int, learner: dic
     truth = [texts[url][1] for url in judged]
     if len(positives) < 2 or len(negatives) < 2 or all(truth) or not any(truth):
         return None
-    critic = Critic(**learner).fit(positives, negatives)
+    critic = configured_critic(config).fit(positives, negatives)
     return float(roc_auc_score(truth, critic.predict_proba([texts[url][0] for url in judged])))
 
 
 def topic_figures(crawl: Path, is_relevant, counts: list[int], repeats: int, examples_auc: float | None) -> dict:
     config = load_config(CrawlDir(crawl).config)
-    learner = {"classifier": config.classifier, "language": config.text.language, "stem": config.text.stem,
-               **config.learner.model_dump()}
     texts = labelled_texts(crawl, is_relevant)
     figures = {"pages": len(texts), "relevant": round(sum(r for _, r in texts.values()) / max(1, len(texts)), 3),
                "examples_critic_auc": examples_auc, "auc_by_labels": {}}
     for count in counts:
-        aucs = [a for a in (auc_with_labels(texts, count, learner, seed) for seed in range(repeats)) if a is not None]
+        aucs = [a for a in (auc_with_labels(texts, count, config, seed) for seed in range(repeats)) if a is not None]
         figures["auc_by_labels"][count] = round(statistics.mean(aucs), 3) if aucs else None
     return figures
 

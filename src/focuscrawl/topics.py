@@ -199,8 +199,12 @@ async def train_critic(config: CrawlConfig, fetcher: Fetcher) -> Critic:
     if len(negatives) > keep:
         negatives = random.Random(0).sample(negatives, keep)
     log.info("critic %s: %d positive and %d negative examples", config.classifier, len(positives), len(negatives))
-    return Critic(config.classifier, config.text.language, config.text.stem, **config.learner.model_dump()).fit(
-        positives, negatives)
+    return configured_critic(config).fit(positives, negatives)
+
+
+def configured_critic(config: CrawlConfig) -> Critic:
+    """A critic of the crawl's learner and text settings, not trained yet."""
+    return Critic(config.classifier, config.text.language, config.text.stem, **config.learner.model_dump())
 
 
 # -- a taxonomy from bookmarks or folders (BINGO! §2.3.2) ----------------------------------------

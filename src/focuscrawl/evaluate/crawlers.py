@@ -4,8 +4,8 @@ reference lines. Later issues add names here (apprentice, BINGO! retraining) and
 
 from __future__ import annotations
 
-import hashlib
 import math
+import random
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -61,14 +61,8 @@ class NoisyOracleCritic(OracleCritic):
 
     def judge(self, page) -> Judgement:
         sign = 1.0 if self.is_relevant(page.url) else -1.0
-        return Judgement(1.0 / (1.0 + math.exp(-(self.separation * sign + _normal_of(page.url)))))
-
-
-def _normal_of(url: str) -> float:
-    """A standard normal number fixed by the URL (Box–Muller on two halves of its hash)."""
-    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
-    u1, u2 = ((int.from_bytes(digest[i:i + 8], "big") + 0.5) / 2 ** 64 for i in (0, 8))
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+        noise = random.Random(page.url).gauss(0.0, 1.0)  # (a str seed is hashed the same in every run)
+        return Judgement(1.0 / (1.0 + math.exp(-(self.separation * sign + noise))))
 
 
 def _oracle_critic(is_relevant, baseline=None) -> Parts:
