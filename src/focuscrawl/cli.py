@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Optional
 if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import psycopg
 import typer
 import yaml
 from rich.console import Console
@@ -48,12 +47,23 @@ progress_console = Console(stderr=True)
 USER_ERRORS = (ConfigError, CrawlDirError, ModelError)
 
 
-SHARED_ERRORS = USER_ERRORS + (psycopg.Error, ValueError)  # a shared crawl's database may refuse too
+def database_errors() -> tuple[type[Exception], ...]:
+    """PostgreSQL's errors, once its driver is imported: it is imported only where a shared crawl
+    is (``focuscrawl.workers``), so a command that never met one cannot have had such an error
+    (importing it for nothing cost every command a tenth of a second)."""
+    driver = sys.modules.get("psycopg")
+    return (driver.Error,) if driver is not None else ()
+
+
+def shared_errors() -> tuple[type[Exception], ...]:
+    """The errors a command on a crawl that may be shared reports in one line: a shared crawl's
+    database may refuse too."""
+    return USER_ERRORS + database_errors() + (ValueError,)
 
 
 def _one_line(error: Exception) -> str:
     """A database's messages run over several lines; ours already say one thing per line."""
-    return " ".join(str(error).split()) if isinstance(error, psycopg.Error) else str(error)
+    return " ".join(str(error).split()) if isinstance(error, database_errors()) else str(error)
 
 
 def _fail(message: str) -> None:
@@ -176,7 +186,7 @@ def crawl(
             config = shared.publish(config, directory)
         else:
             crawler = Crawler.create(config, directory)
-    except SHARED_ERRORS as error:
+    except shared_errors() as error:
         _fail(_one_line(error))
     if config.store.database:
         raise typer.Exit(shared.run_local(directory, config, workers))
@@ -202,7 +212,7 @@ def worker(
                 _fail("give --db and --crawl, or --dir with a shared crawl's directory")
             db, crawl_name = db or config.store.database, crawl_name or config.store.crawl_name
         crawler = shared.join(db, crawl_name, worker_id or shared.worker_id(process=True), directory)
-    except SHARED_ERRORS as error:
+    except shared_errors() as error:
         _fail(_one_line(error))
     _run(crawler, quiet)
 
@@ -227,7 +237,7 @@ def resume(
             _fail("--refuse-loopback: not for a crawl shared by workers yet")
         elif max_pages:
             config = shared.raise_budget(config, directory, max_pages)
-    except SHARED_ERRORS as error:
+    except shared_errors() as error:
         _fail(_one_line(error))
     if config is not None:
         raise typer.Exit(shared.run_local(directory, config, workers))
@@ -240,7 +250,7 @@ def status(directory: Path = typer.Argument(...), as_json: bool = typer.Option(F
     try:
         config = shared.shared_config(directory)
         figures = crawl_status(*shared.open_shared(config)) if config else crawl_status(open_existing(directory))
-    except SHARED_ERRORS as error:
+    except shared_errors() as error:
         _fail(_one_line(error))
     if as_json:
         print(json.dumps(figures, indent=2))
@@ -275,7 +285,7 @@ def export(
         with open(output, "w", encoding="utf-8", newline="") if output else nullcontext(sys.stdout) as stream:
             for chunk in text_chunks(rows, fmt, EXPORT_FIELDS):
                 stream.write(chunk)
-    except SHARED_ERRORS as error:
+    except shared_errors() as error:
         _fail(_one_line(error))
     except OSError as error:
         _fail(f"--output {output}: {error.strerror or error}")
@@ -473,7 +483,7 @@ def evaluate(
         results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
                            seeds_per_topic, [int(c) for c in concurrencies], only_topics=topic or None, progress=show,
                            orders=[None if o == "default" else o for o in orders], database=db, workers=workers)
-    except (*USER_ERRORS, *((psycopg.Error,) if db else ()), FileNotFoundError) as error:
+    except (*USER_ERRORS, *database_errors(), FileNotFoundError) as error:
         _fail(_one_line(error))
     except (OSError, sqlite3.Error) as error:
         from focuscrawl.crawler import out_of_space
@@ -850,8 +860,8 @@ def index(
     try:
         copied = shared.take_snapshot(directory)
         print(json.dumps(index_crawl(directory, rebuild or copied is not None), indent=2))
-    except (sqlite3.Error, OSError, *SHARED_ERRORS) as error:
-        _fail(f"{directory}: {_one_line(error)}" if isinstance(error, (sqlite3.Error, OSError, psycopg.Error))
+    except (sqlite3.Error, OSError, *shared_errors()) as error:
+        _fail(f"{directory}: {_one_line(error)}" if isinstance(error, (sqlite3.Error, OSError, *database_errors()))
               else str(error))
 
 
@@ -922,7 +932,7 @@ def serve(
             except CrawlDirError:  # being crawled: that crawl keeps its index current
                 print(f"{directory}: a crawl is running; its index is kept current as it goes", file=sys.stderr)
                 open_index(directory, writable=True).db.close()  # a crawl of an older version: the feedback table
-    except (PortalError, sqlite3.Error, OSError, *SHARED_ERRORS) as error:
+    except (PortalError, sqlite3.Error, OSError, *shared_errors()) as error:
         _fail(_one_line(error))
     if copies:
         threading.Thread(target=shared.refresh_snapshots, args=(copies, refresh), daemon=True).start()

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 from focuscrawl.config import ConfigError, CrawlConfig, dump_config, load_config, read_config_data, validate_config
 from focuscrawl.store import Queries, read_only
 from focuscrawl.store.layout import CrawlDir, CrawlDirError
-from focuscrawl.store.pg_frontier import hand_over_intervals, shown
-from focuscrawl.store.pg_repository import PgRepository, forget, open_queries, published, republish, snapshot
 
-if TYPE_CHECKING:  # the crawl's own rooms are imported where a crawl is made: every command asks shared_config
+# PostgreSQL's rooms (and its driver) are imported by the functions that reach a shared crawl, and the
+# crawl's own rooms where a crawl is made: every command asks shared_config
+if TYPE_CHECKING:
     from focuscrawl.crawler import Crawler
     from focuscrawl.fetch.hosts import Hosts
     from focuscrawl.learn import Critic
@@ -107,6 +107,8 @@ def publish(config: CrawlConfig, directory: Path) -> CrawlConfig:
     from focuscrawl.fetch.urls import host_of
     from focuscrawl.focus import Focus
     from focuscrawl.frontier import Discovered
+    from focuscrawl.store.pg_frontier import hand_over_intervals, shown
+    from focuscrawl.store.pg_repository import PgRepository, published
 
     directory = Path(directory)
     config = as_shared(config, directory)
@@ -147,6 +149,8 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
     logs go; by default the one it was published with)."""
     from focuscrawl.crawler import CRITIC_MODEL, CRITICS, Crawler
     from focuscrawl.learn import model_from_bytes
+    from focuscrawl.store.pg_frontier import shown
+    from focuscrawl.store.pg_repository import PgRepository, published
 
     meta = published(dsn, crawl)
     if meta is None:
@@ -165,6 +169,7 @@ def join(dsn: str, crawl: str, worker: str, directory: Path | None = None) -> Cr
 def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlConfig:
     """A new page budget for every worker of the crawl (those running read it when they start again)."""
     from focuscrawl.crawler import with_budget
+    from focuscrawl.store.pg_repository import republish
 
     config = with_budget(config, {"max_pages": max_pages})
     republish(config.store.database, config.store.crawl_name, json.dumps(config.model_dump(mode="json")))
@@ -175,6 +180,8 @@ def raise_budget(config: CrawlConfig, directory: Path, max_pages: int) -> CrawlC
 def take_snapshot(directory: Path) -> dict[str, int] | None:
     """A shared crawl copied into its directory's crawl.db for the search index and the portal
     (rows per table); None for a crawl that is not shared."""
+    from focuscrawl.store.pg_repository import snapshot
+
     config = shared_config(directory)
     return snapshot(config.store.database, config.store.crawl_name, directory) if config else None
 
@@ -200,6 +207,8 @@ def refresh_snapshots(directories: list[Path], seconds: float) -> None:
 
 def _copy_behind(directory: Path) -> bool:
     """Whether the shared crawl in ``directory`` has attempts or a state its copy lacks."""
+    from focuscrawl.store.pg_repository import published
+
     config = shared_config(directory)
     meta = published(config.store.database, config.store.crawl_name)
     if meta is None:  # dropped from the database: the copy is all that is left
@@ -214,6 +223,8 @@ def _copy_behind(directory: Path) -> bool:
 
 def open_shared(config: CrawlConfig):
     """A connection to a shared crawl's tables and its queries (status, export)."""
+    from focuscrawl.store.pg_repository import open_queries
+
     return open_queries(config.store.database, config.store.crawl_name)
 
 
@@ -221,6 +232,8 @@ def crawl_afresh(config: CrawlConfig, directory: Path, workers: int) -> int:
     """A shared crawl from its start to its end here, as ``eval`` runs one: any crawl of that name
     the database holds dropped, the crawl published, crawled by ``workers`` local workers, then
     copied into the directory's crawl.db (read as an SQLite crawl's); the workers' worst exit status."""
+    from focuscrawl.store.pg_repository import forget
+
     forget(config.store.database, config.store.crawl_name)
     config = publish(config, directory)
     status = run_local(directory, config, workers)
