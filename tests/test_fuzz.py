@@ -454,10 +454,17 @@ def _estimate_after(tags: list[tuple[str, str]], read: bool, module=nesting):
 
 paired_tags = st.sampled_from(MODEL_TAGS + ["em", "nobr", "svg", "span", "q"])
 pairs = paired_tags.map(lambda name: [("", name), ("/", name)])
-enclosing = st.tuples(st.sampled_from(sorted(nesting.ENCLOSING)), st.lists(pairs, max_size=3)).map(  # <li><a></a></li>
-    lambda element: [("", element[0]), *(tag for pair in element[1] for tag in pair), ("/", element[0])])
+
+
+def _element(name: str, content: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    return [("", name), *(tag for part in content for tag in part), ("/", name)]
+
+
+nests = st.recursive(pairs, lambda inner: st.builds(_element, paired_tags, st.lists(inner, max_size=3)),
+                     max_leaves=12)  # <a><code><span></span></code></a>, <b><b><b><b></b></b></b></b>
+enclosing = st.builds(_element, st.sampled_from(sorted(nesting.ENCLOSING)), st.lists(nests, max_size=3))  # <li><a></a></li>
 tag_streams = st.lists(st.one_of(st.tuples(st.sampled_from(["", "/"]), paired_tags).map(lambda tag: [tag]), pairs,
-                                 enclosing),
+                                 nests, enclosing),
                        max_size=40).map(lambda parts: [tag for part in parts for tag in part])
 
 
@@ -467,10 +474,13 @@ tag_streams = st.lists(st.one_of(st.tuples(st.sampled_from(["", "/"]), paired_ta
 @example([("", "li"), ("", "a"), ("", "li"), ("", "a"), ("/", "a"), ("/", "li")])  # (an <a> in an active <a> is not alone)
 @example([("", "dt"), ("", "dd"), ("", "code"), ("/", "code"), ("/", "dd"), ("", "p"), ("", "b"), ("", "p"),
           ("/", "p")])
+@example([("", "a"), ("", "code"), ("", "span"), ("/", "span"), ("/", "code"), ("/", "a")] * 2)
+@example([("", "b")] * 9 + [("/", "b")] * 9)  # (deeper than MAX_SKIPPED_NESTING, and three active at most)
+@example([("", "a"), ("", "b"), ("", "a"), ("/", "a"), ("/", "b"), ("/", "a")])  # (the inner <a> ends the outer: <b> reopened)
 def test_the_estimates_shortcuts_for_pairs_and_list_items_change_nothing(tags):
-    """``_OpenElements.read`` skips a pair it would push and pop alone, and a list item (or a
-    paragraph) it would only record and forget with such pairs in it; the state after (or the
-    refusal) is the one of reading every tag."""
+    """``_OpenElements.read`` skips a pair it would push and pop alone, such an element with only
+    such elements in it, and a list item (or a paragraph) it would only record and forget with
+    those in it; the state after (or the refusal) is the one of reading every tag."""
     assert _estimate_after(tags, read=True) == _estimate_after(tags, read=False)
 
 

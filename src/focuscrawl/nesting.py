@@ -32,6 +32,7 @@ def _names(words: str) -> list[str]:
 
 
 MAX_NESTING = 4096
+MAX_SKIPPED_NESTING = 8  # (``OpenElements._past_alone``)
 MAX_REOPENED = 1_000_000  # about 1.5 s of building and walking elements
 NOT_NESTING = frozenset(  # (<rt>, <optgroup> nest outside <ruby>, <select>: 60 000 took 10 s)
     _names("p li dt dd tr td th area base br col embed hr img input link meta source track wbr html head body frame frameset"))
@@ -219,9 +220,11 @@ class OpenElements(_Estimate):
         pushed and popped again with nothing else changed unless the stack is full, formatting
         elements wait to be reopened, SVG or MathML is open, or it is a fourth active formatting
         one (an <a> or a <nobr> after an active one): such a pair is skipped (<a>, <code>, <span>:
-        half of a documentation page's tags; the estimate takes a third less time). So is a list
-        item or a paragraph (``ENCLOSING``) with only such pairs in it, which would be recorded
-        and forgotten again (an index page of 5 000 ``<li><a>…</a></li>``: 14 → 6 ms)."""
+        half of a documentation page's tags; the estimate takes a third less time), and so is such
+        an element with only such elements in it (``<a><code><span>…</span></code></a>``, as
+        Sphinx and pydoctor link every name). So is a list item or a paragraph (``ENCLOSING``)
+        with only those in it, which would be recorded and forgotten again (an index page of
+        5 000 ``<li><a>…</a></li>``: 14 → 6 ms)."""
         last, i = len(tags) - 1, 0
         while i <= last:
             closing, name = tags[i]
@@ -239,28 +242,53 @@ class OpenElements(_Estimate):
         if self.closed or self.foreign or len(self.stack) >= MAX_NESTING:
             return i
         while i < len(tags):
-            if self._skipped_pair(tags, i):
-                i += 2
+            after = self._past_alone(tags, i)
+            if after > i:
+                i = after
                 continue
             closing, name = tags[i]
             if closing or name not in ENCLOSING or not self._records_alone(name):
                 break
             end = i + 1
-            while self._skipped_pair(tags, end):
-                end += 2
+            while (after := self._past_alone(tags, end)) > end:
+                end = after
             if end == len(tags) or tags[end] != ("/", name):
                 break
             i = end + 1
         return i
 
-    def _skipped_pair(self, tags: list[tuple[str, str]], i: int) -> bool:
-        """A ``PAIRED`` start tag at ``i`` with its end tag next, fewer of its kind active than it allows."""
+    def _past_alone(self, tags: list[tuple[str, str]], i: int) -> int:
+        """Where the ``PAIRED`` element that starts at ``i`` ends (past its end tag) if it holds
+        only such elements in turn, each with fewer of its kind active than it allows (those it
+        is in counted) and the stack not full: then ``read`` would push and pop them all with
+        nothing else changed (``i``: it would not). Elements nested deeper than
+        MAX_SKIPPED_NESTING are read tag by tag (else a page that never closes them would be
+        searched to its end again at each)."""
         if i + 1 >= len(tags):
-            return False
+            return i
         closing, name = tags[i]
+        if closing or name not in PAIRED:
+            return i
         following = tags[i + 1]  # (compared item by item: no tuple made for every pair)
-        return (not closing and name in PAIRED and following[0] == "/" and following[1] == name
-                and self.active.get(name, 0) < PAIRED[name])
+        if following[0] == "/" and following[1] == name:  # a pair: most often
+            return i + 2 if self.active.get(name, 0) < PAIRED[name] else i
+        nest: list[str] = []
+        end = i
+        while end < len(tags):
+            closing, name = tags[end]
+            end += 1
+            if closing:
+                if name != nest[-1]:
+                    return i
+                nest.pop()
+                if not nest:
+                    return end
+            elif (name in PAIRED and len(nest) < MAX_SKIPPED_NESTING and len(self.stack) + len(nest) < MAX_NESTING
+                  and self.active.get(name, 0) + nest.count(name) < PAIRED[name]):
+                nest.append(name)
+            else:
+                return i
+        return i
 
     def _records_alone(self, name: str) -> bool:
         """Whether the start tag of an ``ENCLOSING`` element, and its end tag right after (or after
