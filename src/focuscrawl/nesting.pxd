@@ -24,6 +24,8 @@ cdef class _Estimate:
     @cython.locals(forgotten=Py_ssize_t)
     cdef _forget_above(self, Py_ssize_t position, tuple place)
     cdef _deactivate(self, str name)
+    @cython.locals(end=Py_ssize_t, nest=list)
+    cdef Py_ssize_t _past_alone(self, list tags, Py_ssize_t i)
     cdef _reopen(self)
 
 
@@ -32,8 +34,6 @@ cdef class OpenElements(_Estimate):
     cpdef read(self, list tags)
     @cython.locals(end=Py_ssize_t)
     cdef Py_ssize_t _past_skipped(self, list tags, Py_ssize_t i)
-    @cython.locals(end=Py_ssize_t, nest=list)
-    cdef Py_ssize_t _past_alone(self, list tags, Py_ssize_t i)
     cdef bint _records_alone(self, str name)
     cpdef start(self, str name)
     cdef _open(self, str name)

@@ -200,6 +200,39 @@ class _Estimate:
             if not self.closed[name]:
                 del self.closed[name]
 
+    def _past_alone(self, tags: list[tuple[str, str]], i: int) -> int:
+        """Where the ``PAIRED`` element that starts at ``i`` ends (past its end tag) if it holds
+        only such elements in turn, each with fewer of its kind active than it allows (those it
+        is in counted) and the stack not full: then ``read`` would push and pop them all with
+        nothing else changed (``i``: it would not). Elements nested deeper than
+        MAX_SKIPPED_NESTING are read tag by tag (else a page that never closes them would be
+        searched to its end again at each)."""
+        if i + 1 >= len(tags):
+            return i
+        closing, name = tags[i]
+        if closing or name not in PAIRED:
+            return i
+        following = tags[i + 1]  # (compared item by item: no tuple made for every pair)
+        if following[0] == "/" and following[1] == name:  # a pair: most often
+            return i + 2 if self.active.get(name, 0) < PAIRED[name] else i
+        nest: list[str] = []
+        end = i
+        while end < len(tags):
+            closing, name = tags[end]
+            end += 1
+            if closing:
+                if name != nest[-1]:
+                    return i
+                nest.pop()
+                if not nest:
+                    return end
+            elif (name in PAIRED and len(nest) < MAX_SKIPPED_NESTING and len(self.stack) + len(nest) < MAX_NESTING
+                  and self.active.get(name, 0) + nest.count(name) < PAIRED[name]):
+                nest.append(name)
+            else:
+                return i
+        return i
+
     def _reopen(self) -> None:
         self.reopened += sum(self.closed.values())
         if self.reopened > MAX_REOPENED:
@@ -255,39 +288,6 @@ class OpenElements(_Estimate):
             if end == len(tags) or tags[end] != ("/", name):
                 break
             i = end + 1
-        return i
-
-    def _past_alone(self, tags: list[tuple[str, str]], i: int) -> int:
-        """Where the ``PAIRED`` element that starts at ``i`` ends (past its end tag) if it holds
-        only such elements in turn, each with fewer of its kind active than it allows (those it
-        is in counted) and the stack not full: then ``read`` would push and pop them all with
-        nothing else changed (``i``: it would not). Elements nested deeper than
-        MAX_SKIPPED_NESTING are read tag by tag (else a page that never closes them would be
-        searched to its end again at each)."""
-        if i + 1 >= len(tags):
-            return i
-        closing, name = tags[i]
-        if closing or name not in PAIRED:
-            return i
-        following = tags[i + 1]  # (compared item by item: no tuple made for every pair)
-        if following[0] == "/" and following[1] == name:  # a pair: most often
-            return i + 2 if self.active.get(name, 0) < PAIRED[name] else i
-        nest: list[str] = []
-        end = i
-        while end < len(tags):
-            closing, name = tags[end]
-            end += 1
-            if closing:
-                if name != nest[-1]:
-                    return i
-                nest.pop()
-                if not nest:
-                    return end
-            elif (name in PAIRED and len(nest) < MAX_SKIPPED_NESTING and len(self.stack) + len(nest) < MAX_NESTING
-                  and self.active.get(name, 0) + nest.count(name) < PAIRED[name]):
-                nest.append(name)
-            else:
-                return i
         return i
 
     def _records_alone(self, name: str) -> bool:
