@@ -142,23 +142,27 @@ def test_a_pages_links_to_one_url_differ_only_by_their_own_nofollow(serve, make_
 def test_a_running_crawl_keeps_its_start_ups_objects_out_of_garbage_collection_and_thaws_them_after(
         serve, make_config, tmp_path):
     """While pages are fetched, what the crawl made before (libraries, models, frontier) is frozen
-    (``judging.heap_frozen``); a fork inside a frozen heap leaves it frozen; after the crawl, nothing is."""
-    frozen_while_serving = []
+    (``judging.heap_frozen``) and the youngest generation is collected less often; a fork inside a
+    frozen heap leaves it frozen; after the crawl, nothing is and the thresholds are Python's again."""
+    frozen_while_serving, young_while_serving = [], []
 
     async def page(request):
         frozen_while_serving.append(gc.get_freeze_count())
+        young_while_serving.append(gc.get_threshold()[0])
         return web.Response(text="<p>words</p><a href='/next'>next</a>", content_type="text/html")
 
     server = serve(page)
+    thresholds = gc.get_threshold()
     crawl(make_config(seeds=[server.url("/")], budget={"max_pages": 3}), tmp_path / "c")
     assert len(frozen_while_serving) >= 3 and all(count > 1000 for count in frozen_while_serving[1:])
-    assert gc.get_freeze_count() == 0
+    assert young_while_serving[1:] and set(young_while_serving[1:]) == {judging.YOUNG_OBJECTS}
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
     with judging.heap_frozen():
         outer = gc.get_freeze_count()
         with judging.heap_frozen():
             pass
-        assert gc.get_freeze_count() >= outer > 0
-    assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() >= outer > 0 and gc.get_threshold()[0] == judging.YOUNG_OBJECTS
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
 
 
 def test_broken_and_undecodable_pages_do_not_stop_the_crawl(serve, make_config, tmp_path):
