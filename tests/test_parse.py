@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from focuscrawl.parse import DecodeError, Page, decode_html, parse_html
+from focuscrawl.parse import DecodeError, Page, decode_html, html_tree, parse_html
 
 URL = "http://example.com/dir/page.html"
 
@@ -184,6 +184,21 @@ def test_http_equiv_content_type_charset_is_honoured():
 def test_header_charset_takes_precedence_over_meta():
     body = b"<meta charset='utf-8'><p>caf\xe9</p>"
     assert parse(body, header_charset="latin-1").text == "café"
+
+
+def test_a_utf8_page_is_read_from_its_bytes_as_from_its_text():
+    """lexbor reads the body itself when it is exactly the page's UTF-8 (``html_tree``'s ``utf8``):
+    the same tree as from the decoded text, replacement characters the page holds included."""
+    body = ("<title>Grüße – 東京</title><p>naïve café ✓ \ufffd kept</p>"
+            "<a href='/wei%C3%9F'>weiß 🙂</a>").encode()
+    text, charset = decode_html(body)
+    assert charset == "utf-8"
+    from_bytes, from_text = html_tree(text, body), html_tree(text)
+    assert [(node.tag, node.text(deep=False)) for node in from_bytes.root.traverse(include_text=True)] == \
+        [(node.tag, node.text(deep=False)) for node in from_text.root.traverse(include_text=True)]
+    page = parse(body)
+    assert (page.title, page.text) == ("Grüße – 東京", "naïve café ✓ \ufffd kept weiß 🙂")
+    assert html_tree(" \n\t", b" \n\t") is None
 
 
 def test_utf8_bom_wins_over_declared_charset():
