@@ -46,6 +46,27 @@ def test_min_interval_between_requests_to_one_host_is_respected(serve, make_conf
     assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.19
 
 
+def test_a_worker_that_fails_looking_for_a_url_passes_its_turn_on(serve, make_config, tmp_path):
+    """The workers wait for a URL in turn (``crawler.Turns``): the one the politeness timer wakes,
+    with nothing in flight, is the only one looking. When looking raises (a database error), the
+    worker ends, and the next one looks: the crawl goes on to its end instead of waiting forever."""
+    server = serve(chain_site(4))
+    crawler = Crawler.create(make_config(seeds=[server.url("/p0")], politeness={"min_interval": 0.3}), tmp_path / "c")
+    frontier, failed = crawler.frontier, []
+    next_ready = frontier.next_ready
+
+    def failing_once():
+        if not failed and frontier.done >= 2 and frontier.in_flight == 0 and frontier.seconds_to_next() == 0.0:  # woken by the timer
+            failed.append(frontier.done)
+            raise sqlite3.OperationalError("database is locked")
+        return next_ready()
+
+    frontier.next_ready = failing_once
+    asyncio.run(asyncio.wait_for(crawler.run(), 30))
+    db = sqlite3.connect(tmp_path / "c" / "crawl.db")
+    assert failed and db.execute("SELECT COUNT(*) FROM fetches WHERE status = 200").fetchone() == (4,)
+
+
 def test_a_host_is_asked_again_no_sooner_than_min_interval_after_it_answered(serve, make_config, tmp_path):
     """A slow host: the interval runs from its answer too (as Heritrix's delay runs from the end of
     a fetch), so a request that reached the server late is never followed closer than the interval."""

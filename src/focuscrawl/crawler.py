@@ -410,28 +410,31 @@ class Crawler:
         return None
 
     async def _worker(self) -> None:
-        while (item := await self._acquire()) is not None:
-            started_at = time.time()
-            try:
-                clock = time.perf_counter()
+        try:
+            while (item := await self._acquire()) is not None:
+                started_at = time.time()
                 try:
-                    response = await self.fetcher.fetch(item.url)
-                finally:  # the host's connection goes to its next URL while this page is judged and stored
-                    self.frontier.hang_up(item)
+                    clock = time.perf_counter()
+                    try:
+                        response = await self.fetcher.fetch(item.url)
+                    finally:  # the host's connection goes to its next URL while this page is judged and stored
+                        self.frontier.hang_up(item)
+                        self._turns.next()
+                    self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
+                    await self.pages.handle(item, response)
+                except Exception as error:
+                    self._rolled_back()
+                    if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
+                        log.error("%s: %s: stopping the crawl", item.url, error)
+                        self.stop(f"{DISK_FULL}: {error}")
+                    else:  # a bug must not stop the crawl nor leave the URL in flight
+                        log.exception("%s: internal error while handling the page", item.url)
+                        self._record_internal_error(item, started_at)
+                finally:
+                    self.frontier.release(item)
                     self._turns.next()
-                self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
-                await self.pages.handle(item, response)
-            except Exception as error:
-                self._rolled_back()
-                if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
-                    log.error("%s: %s: stopping the crawl", item.url, error)
-                    self.stop(f"{DISK_FULL}: {error}")
-                else:  # a bug must not stop the crawl nor leave the URL in flight
-                    log.exception("%s: internal error while handling the page", item.url)
-                    self._record_internal_error(item, started_at)
-            finally:
-                self.frontier.release(item)
-                self._turns.next()
+        finally:  # a worker that ends (an error while it looked for a URL) passes its turn on
+            self._turns.next()
 
     def _rolled_back(self) -> None:
         """The page's transaction was rolled back: bring the memory back in line with the database."""
