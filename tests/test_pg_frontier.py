@@ -65,6 +65,20 @@ def links(count: int, hosts: int, seed: int = 1) -> list[Discovered]:
     return [Discovered(f"http://h{i % hosts}.test/p{i}", f"h{i % hosts}.test", rng.random(), None) for i in range(count)]
 
 
+def test_a_leased_host_at_its_connections_is_not_waited_for(postgres_dsn, crawl):
+    """The time to the next URL counts a leased host only if it may be asked when its interval has
+    passed: at its connections (2 here), it may be asked once a fetch hangs up, which wakes a crawl
+    worker itself. Counted, its passed interval made that time 0, and the crawl's timer fired again
+    and again until a fetch ended."""
+    a = worker(postgres_dsn, crawl, "a", leases=1, batch=5)
+    a.add([Discovered(f"http://h.test/p{i}", "h.test", 1.0 - i / 10, None) for i in range(5)], 1, None)
+    first, second = a.next_ready(), a.next_ready()
+    assert first is not None and second is not None and a.next_ready() is None
+    assert a.seconds_to_next() is None
+    a.hang_up(first)
+    assert a.seconds_to_next() == 0.0 and a.next_ready() is not None
+
+
 def test_two_workers_hand_out_every_url_once(postgres_dsn, crawl):
     a, b = worker(postgres_dsn, crawl, "a", batch=3), worker(postgres_dsn, crawl, "b", batch=3)
     ids = a.add(links(120, 12), 1, None)
