@@ -390,51 +390,51 @@ class Crawler:
 
     async def _acquire(self) -> Item | None:
         max_pages = self.config.budget.max_pages
-        while self.stop_reason is None:
-            await self._running.wait()
-            if max_pages is not None and self.frontier.claimed() >= max_pages:
-                if self.frontier.in_flight == 0:
-                    self.stop_reason = f"budget: max_pages {max_pages}"
+        try:
+            while self.stop_reason is None:
+                await self._running.wait()
+                if max_pages is not None and self.frontier.claimed() >= max_pages:
+                    if self.frontier.in_flight == 0:
+                        self.stop_reason = f"budget: max_pages {max_pages}"
+                        self._turns.everyone()
+                    return None
+                item = self.frontier.next_ready()
+                if item is not None:
+                    self._turns.next()  # another URL may be ready too
+                    return item
+                if self.frontier.exhausted():
+                    if self.adaptation is not None and self.adaptation.frontier_exhausted():
+                        continue  # the learning phase is over: its leftovers are queued for the harvest
                     self._turns.everyone()
-                return None
-            item = self.frontier.next_ready()
-            if item is not None:
-                self._turns.next()  # another URL may be ready too
-                return item
-            if self.frontier.exhausted():
-                if self.adaptation is not None and self.adaptation.frontier_exhausted():
-                    continue  # the learning phase is over: its leftovers are queued for the harvest
-                self._turns.everyone()
-                return None
-            await self._turns.wait(self.frontier.seconds_to_next())
-        return None
+                    return None
+                await self._turns.wait(self.frontier.seconds_to_next())
+        except BaseException:  # a worker stopped while it looked for a URL passes its turn on
+            self._turns.next()
+            raise
 
     async def _worker(self) -> None:
-        try:
-            while (item := await self._acquire()) is not None:
-                started_at = time.time()
+        while (item := await self._acquire()) is not None:
+            started_at = time.time()
+            try:
+                clock = time.perf_counter()
                 try:
-                    clock = time.perf_counter()
-                    try:
-                        response = await self.fetcher.fetch(item.url)
-                    finally:  # the host's connection goes to its next URL while this page is judged and stored
-                        self.frontier.hang_up(item)
-                        self._turns.next()
-                    self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
-                    await self.pages.handle(item, response)
-                except Exception as error:
-                    self._rolled_back()
-                    if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
-                        log.error("%s: %s: stopping the crawl", item.url, error)
-                        self.stop(f"{DISK_FULL}: {error}")
-                    else:  # a bug must not stop the crawl nor leave the URL in flight
-                        log.exception("%s: internal error while handling the page", item.url)
-                        self._record_internal_error(item, started_at)
-                finally:
-                    self.frontier.release(item)
+                    response = await self.fetcher.fetch(item.url)
+                finally:  # the host's connection goes to its next URL while this page is judged and stored
+                    self.frontier.hang_up(item)
                     self._turns.next()
-        finally:  # a worker that ends (an error while it looked for a URL) passes its turn on
-            self._turns.next()
+                self.stage_seconds["fetch_wait"] += time.perf_counter() - clock
+                await self.pages.handle(item, response)
+            except Exception as error:
+                self._rolled_back()
+                if out_of_space(error):  # the URL stays in flight: fetched again when the crawl is resumed
+                    log.error("%s: %s: stopping the crawl", item.url, error)
+                    self.stop(f"{DISK_FULL}: {error}")
+                else:  # a bug must not stop the crawl nor leave the URL in flight
+                    log.exception("%s: internal error while handling the page", item.url)
+                    self._record_internal_error(item, started_at)
+            finally:
+                self.frontier.release(item)
+                self._turns.next()
 
     def _rolled_back(self) -> None:
         """The page's transaction was rolled back: bring the memory back in line with the database."""

@@ -587,9 +587,9 @@ class PgFrontier(HostLeases):
         """How long until a leased host whose URLs the order lets go may be asked again (or
         another host may be leased)."""
         now, bar = time.monotonic(), self.order.bar(self.leases.values())
-        waits = [self.hosts[name].next_start - now for name, lease in self.leases.items()  # (a host at its
-                 if lease.items and lease.items[0].priority >= bar  # connections is asked again when one hangs up)
-                 and self.hosts[name].active < self.hosts.connections]
+        # (a host at its connections is asked again when a fetch hangs up, which wakes a crawl worker)
+        waits = [self.hosts[name].next_start - now for name, lease in self.leases.items()
+                 if lease.items and lease.items[0].priority >= bar and self.hosts[name].active < self.hosts.connections]
         if len(self.leases) < self.share or any(self._held_back(lease, bar) for lease in self.leases.values()):
             waits.append(self._waiting_until - now)  # another host to lease (after giving one back)
         return max(0.0, min(waits)) if waits else None
