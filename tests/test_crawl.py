@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,9 @@ from focuscrawl.apprentice import Apprentice
 from focuscrawl.crawler import Crawler
 from focuscrawl.judging import JUDGES_PREFIX, HandedJudges, Judge, JudgePool
 from focuscrawl.learn import Critic
+from focuscrawl.parse import parse_html
 from focuscrawl.store import CrawlDirError
+from focuscrawl.store.link_rows import link_rows
 from focuscrawl.testweb.synthetic import build_site, make_app, topic_config, true_harvest
 from focuscrawl.text import Analyzer, RecentFrequencies
 
@@ -418,6 +421,30 @@ def test_a_judging_worker_judges_again_and_analyses_from_the_terms_of_the_pages_
     assert analysed == [stored[0], stored[0]]  # the oldest was forgotten; the others are remembered
     np.testing.assert_allclose([relevance for relevance, *_ in again], critic.predict_proba(stored))
     assert frequencies == [Analyzer("en", stem=True).term_frequencies(words) for words in stored]
+
+
+def test_a_page_judged_without_the_apprentice_comes_back_with_its_links_grouped_as_the_crawl_stores_them(
+        make_config):
+    """A judged page goes back to the crawl's process with a link per target and nofollow (its
+    menu and index link the same pages again and again), and the crawl stores the same rows as
+    from each of its links; with the apprentice, which scores each link, every link goes back."""
+    links = ("<a href='/t'>t</a><a rel='nofollow' href='/t'>t hidden</a><a href='/u#x'>u</a>"
+             "<a href='/t#y'>t again</a><a href='/u'></a><a href='/t'>t</a><a href='/v'>v</a>")
+    config = make_config(seeds=["http://x/"])
+
+    def rows(page) -> list[tuple]:
+        urls, anchors, starts, ends, nofollows = page.link_columns()
+        ids = {url: i for i, url in enumerate(sorted(set(urls)))}
+        return link_rows(1, map(ids.get, urls), anchors, starts, ends,
+                         repeat(1) if page.nofollow else map(int, nofollows))
+
+    for head in ("", "<meta name='robots' content='nofollow'>"):
+        body = f"<html><head>{head}</head><body><p>{links}</p></body></html>".encode()
+        parsed = parse_html(body, "http://x/a.html", "utf-8", "")
+        judged = Judge(config, None, apprentice=False)(body, "http://x/a.html", "utf-8", "")
+        assert parsed.link_count == 7 and judged.page.link_count == (3 if head else 4)
+        assert rows(judged.page) == rows(parsed)
+    assert Judge(config, None, apprentice=True)(body, "http://x/a.html", "utf-8", "").page.link_count == 7
 
 
 def test_a_new_apprentice_model_reaches_the_workers_without_the_critic_handed_over_again(make_config, monkeypatch):

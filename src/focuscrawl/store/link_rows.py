@@ -10,6 +10,7 @@ row per link; they read the same."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 
 ANCHOR_TEXTS_SEPARATOR = "\n"  # between the anchor texts of one row (a link's text never has a line break)
 
@@ -17,17 +18,27 @@ ANCHOR_TEXTS_SEPARATOR = "\n"  # between the anchor texts of one row (a link's t
 def link_rows(source_id: int, targets: Iterable[int], anchors: Iterable[str], starts: Iterable[int],
               ends: Iterable[int], nofollows: Iterable[int]) -> list[tuple[int, int, str, int, int, int]]:
     """A page's links (as columns: target ids, anchor texts, leaf spans, rel="nofollow" as 0 or 1)
-    as rows (source, target, anchor texts, leaf start, leaf end, nofollow): one per target and
-    nofollow, with the leaf span of its first link and its links' distinct non-empty anchor texts
-    in order."""
-    rows: dict[tuple[int, int], tuple[int, int, dict[str, None]]] = {}  # (target, nofollow): first span, texts
+    as rows (source, target, anchor texts, leaf start, leaf end, nofollow) (:func:`by_target`)."""
+    return list(zip(repeat(source_id), *by_target(targets, anchors, starts, ends, nofollows)))
+
+
+def by_target(targets: Iterable, anchors: Iterable[str], starts: Iterable[int], ends: Iterable[int],
+              nofollows: Iterable) -> tuple[tuple, ...]:
+    """Link columns (targets, as URLs or ids; anchor texts; leaf starts; leaf ends; nofollows)
+    grouped as the ``links`` table's rows: one per target and nofollow, with the leaf span of its
+    first link and its links' distinct non-empty anchor texts in order. Grouped columns group
+    again to themselves, so a page's links may come grouped already from where it was judged."""
+    rows: dict[tuple, tuple[int, int, dict[str, None]]] = {}  # (target, nofollow): first span, texts
     for key, anchor, start, end in zip(zip(targets, nofollows), anchors, starts, ends):
         row = rows.get(key)
         if row is None:
             row = rows[key] = (start, end, {})
         row[2][anchor] = None
-    return [(source_id, target, ANCHOR_TEXTS_SEPARATOR.join(filter(None, texts)), start, end, nofollow)
-            for (target, nofollow), (start, end, texts) in rows.items()]
+    if not rows:
+        return ((),) * 5
+    (grouped_targets, grouped_nofollows), (grouped_starts, grouped_ends, texts) = zip(*rows), zip(*rows.values())
+    return (grouped_targets, tuple(ANCHOR_TEXTS_SEPARATOR.join(filter(None, each)) for each in texts),
+            grouped_starts, grouped_ends, grouped_nofollows)
 
 
 def anchor_texts(stored: str) -> list[str]:
