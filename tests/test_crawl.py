@@ -382,10 +382,10 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
     async def judge_twice():
         pool.use(Judge(config, critic, apprentice=False))
         first = await pool.judge(page, "http://x/a.html", "utf-8", "")
-        workers = set(pool._pool._processes)
+        workers = pool._pool.pids
         pool.use(Judge(config, inverted, apprentice=False))
         second = await pool.judge(page, "http://x/a.html", "utf-8", "")
-        return first, second, workers, set(pool._pool._processes)
+        return first, second, workers, pool._pool.pids
 
     try:
         first, second, workers_before, workers_after = asyncio.run(judge_twice())

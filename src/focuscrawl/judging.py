@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from focuscrawl.apprentice import Apprentice, LinkWindows, every_link_features, 
 from focuscrawl.config import CrawlConfig
 from focuscrawl.learn import Critic, Judgement
 from focuscrawl.parse import DecodeError, Page, parse_html
+from focuscrawl.process_pool import ProcessPool
 from focuscrawl.store.link_rows import by_target
 from focuscrawl.templates import NO_TEMPLATE, leaf_keys, without_template
 from focuscrawl.text import (RECENT_PAGES, WORDS, Analyzer, RecentFrequencies, remembered_frequencies, signature,
@@ -310,7 +310,8 @@ class JudgePool:
     def __init__(self, processes: int):
         self.workers = processes - 1
         self.apart = self.workers > 0  # pages are judged in worker processes (not when the critic cannot go there)
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ProcessPool | None = None
+        self._stopping: list[ProcessPool] = []  # pools answering what they were sent, reaped at the end
         self._judge: Judge | None = None
         self._handed: HandedJudges | None = None
 
@@ -329,12 +330,9 @@ class JudgePool:
             return
         self.apart = True
         if self._pool is None:
-            context = worker_context()
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_worker,
-                                             initargs=(os.getpid(), RECENT_PAGES // self.workers))
-            if context.get_start_method() == "fork":  # now, while this process has one thread
-                with heap_frozen():
-                    self._pool.submit(os.getpid)
+            with heap_frozen():  # (a forked worker then leaves this process's objects in shared pages)
+                self._pool = ProcessPool(self.workers, worker_context(), _start_worker,
+                                         (os.getpid(), RECENT_PAGES // self.workers))
 
     async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str,
                     template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
@@ -343,8 +341,8 @@ class JudgePool:
             return self._judge(body, url, charset, robots_header, template, learning)
         try:
             with self._handed.sending() as (version, folder):
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._pool, _judge_in_worker, version, folder, body, url, charset, robots_header, template, learning)
+                return await self._pool.run(_judge_in_worker, version, folder, body, url, charset, robots_header,
+                                            template, learning)
         except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
             log.warning("a judging worker died; starting new ones")
             self._stop(wait=False)
@@ -360,8 +358,7 @@ class JudgePool:
             return None
         try:
             with self._handed.sending() as (version, folder):
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._pool, _judge_again_in_worker, version, folder, rows)
+                return await self._pool.run(_judge_again_in_worker, version, folder, rows)
         except BrokenProcessPool:  # the next page starts new workers
             log.warning("stored pages are judged again in the crawl's process: a judging worker died")
             return None
@@ -377,8 +374,8 @@ class JudgePool:
                 return None
             chunk = texts[start:start + TEXTS_PER_TASK]
             try:
-                known.update(analyzer.as_remembered(chunk, await asyncio.get_running_loop().run_in_executor(
-                    self._pool, _frequencies_in_worker, analyzer.language, analyzer.stem, chunk)))
+                known.update(analyzer.as_remembered(chunk, await self._pool.run(
+                    _frequencies_in_worker, analyzer.language, analyzer.stem, chunk)))
             except Exception as err:  # noqa: BLE001 - a worker died (the next page starts new ones), or a bug
                 log.warning("a step's texts are analysed in the crawl's process: %s", err or type(err).__name__)
                 return None
@@ -387,14 +384,18 @@ class JudgePool:
     def close(self) -> None:
         """At the end of a run: the workers exit and are reaped (their CPU time counts)."""
         self._stop(wait=True)
+        while self._stopping:
+            self._stopping.pop().shutdown(wait=True)
         if self._handed is not None:
             self._handed.remove()
             self._handed = None
 
     def _stop(self, wait: bool) -> None:
-        """Without ``wait``, pages already sent finish in the old workers."""
+        """Without ``wait``, pages already sent finish in the old workers (reaped at :meth:`close`)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=wait)
+            self._pool.shutdown(wait=wait)
+            if not wait:
+                self._stopping.append(self._pool)
             self._pool = None
 
 

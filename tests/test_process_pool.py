@@ -1,0 +1,86 @@
+"""The worker processes the crawl's event loop calls (real processes, forked and spawned)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import time
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from focuscrawl.process_pool import RING_BYTES, ProcessPool, _Ring
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_calls_are_answered_each_to_its_caller_and_errors_raised_there(start_method):
+    """Many calls at once, small ones and one larger than a forked worker's shared ring (sent
+    inline); a call that raises raises in its caller, and the worker goes on."""
+    pool = ProcessPool(2, multiprocessing.get_context(start_method), int, ())
+
+    async def calls():
+        sizes = [i * 997 for i in range(300)] + [RING_BYTES + 1]
+        answers = await asyncio.gather(*(pool.run(len, b"x" * size) for size in sizes))
+        with pytest.raises(ValueError, match="invalid literal"):
+            await pool.run(int, "not a number")
+        return sizes, answers, await pool.run(sum, [1, 2, 3])
+
+    try:
+        sizes, answers, after = asyncio.run(calls())
+        assert answers == sizes and after == 6
+        assert asyncio.run(pool.run(len, "another loop")) == 12  # (a crawl's run is one loop; a resume another)
+    finally:
+        pids = pool.pids
+        pool.shutdown(wait=True)
+    assert len(pids) == 2 and not any(worker.process.is_alive() for worker in pool._workers)
+
+
+def test_a_worker_that_dies_breaks_the_pool_for_its_calls_and_every_later_one():
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+
+    async def calls():
+        slow = asyncio.ensure_future(pool.run(time.sleep, 0.2))
+        with pytest.raises(BrokenProcessPool):
+            await asyncio.gather(pool.run(os._exit, 3), pool.run(len, "queued after it"))
+        assert slow.done() and slow.result() is None  # answered before the worker died
+        with pytest.raises(BrokenProcessPool):
+            await pool.run(len, "later")
+
+    try:
+        asyncio.run(calls())
+    finally:
+        pool.shutdown(wait=True)
+    assert pool._workers[0].process.exitcode == 3
+
+
+def test_a_pool_stopped_without_waiting_answers_the_calls_it_has_and_takes_no_more():
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+
+    async def calls():
+        sent = [asyncio.ensure_future(pool.run(time.sleep, 0.05)) for _ in range(4)]
+        await asyncio.sleep(0)  # (sent)
+        pool.shutdown(wait=False)
+        with pytest.raises(BrokenProcessPool):
+            await pool.run(len, "too late")
+        return await asyncio.gather(*sent)
+
+    try:
+        assert asyncio.run(calls()) == [None] * 4
+        pool._workers[0].process.join(5)
+        assert not pool._workers[0].process.is_alive()  # it read the end of its socket and exited
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_the_ring_gives_room_after_the_oldest_call_and_wraps_around():
+    ring = _Ring(100)
+    assert ring.put(b"a" * 40) == 0 and ring.put(b"b" * 40) == 40 and ring.put(b"c" * 30) is None
+    ring.free()
+    assert ring.put(b"c" * 30) == 0 and ring.put(b"d" * 15) is None and ring.put(b"d" * 10) == 30
+    ring.free()
+    assert ring.put(b"e" * 60) == 40 and ring.put(b"f" * 20) is None
+    for _ in range(3):
+        ring.free()
+    assert ring.put(b"g" * 100) == 0 and ring.put(b"h") is None and bytes(ring.memory[:3]) == b"ggg"
+    assert _Ring(10).put(b"x" * 11) is None
