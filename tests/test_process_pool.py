@@ -10,6 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
+from focuscrawl import process_pool
 from focuscrawl.process_pool import RING_BYTES, ProcessPool, _Ring
 
 
@@ -34,6 +35,23 @@ def test_calls_are_answered_each_to_its_caller_and_errors_raised_there(start_met
         pids = pool.pids
         pool.shutdown(wait=True)
     assert len(pids) == 2 and not any(worker.process.is_alive() for worker in pool._workers)
+
+
+def test_calls_wait_in_order_for_room_in_the_ring(monkeypatch):
+    """Calls that do not fit in what the answers have freed wait, those after them too (even one
+    too large for the ring, sent inline): the worker answers in the order they were made."""
+    monkeypatch.setattr(process_pool, "RING_BYTES", 100_000)
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+
+    async def calls():
+        sizes = [30_000 + i for i in range(40)] + [100_001] + [40_000 + i for i in range(10)]
+        return sizes, await asyncio.gather(*(pool.run(len, b"x" * size) for size in sizes)), pool._workers[0]
+
+    try:
+        sizes, answers, worker = asyncio.run(calls())
+    finally:
+        pool.shutdown(wait=True)
+    assert answers == sizes and not worker._unsent and not worker.ring._used
 
 
 def test_a_worker_that_dies_breaks_the_pool_for_its_calls_and_every_later_one():

@@ -4,9 +4,10 @@ thread of this process hands calls over or waits for answers. With
 ``concurrent.futures.ProcessPoolExecutor`` a call cost this process 0.18 ms of CPU in its
 threads (a feeder, a manager, and the loop woken through a pipe), against 0.04 ms here
 (60 kB bodies, one worker). A forked worker's calls go through memory it shares with this
-process (:class:`_Ring`); the socket carries only where each is. A socket holds three or
-four pages' bodies, and the loop, busy storing pages, was too late to write the next as
-room was made: the worker waited for its calls a third of the time."""
+process (:class:`_Ring`), the socket carrying only where each is, and wait here for room in
+it: room comes with answers, which the loop reads as they come. Through the socket, which
+holds three or four pages' bodies, the loop (busy storing pages) was too late to write the
+next as the worker made room, and the worker waited for its calls a third of the time."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from multiprocessing.context import BaseContext
 LENGTH = struct.Struct("!i")  # before each message, as multiprocessing's Connection frames them (under 2 GB)
 IN_RING, INLINE = b"r", b"c"  # a call's first byte: where it is
 PLACE = struct.Struct("!QQ")  # after IN_RING: the call's start and length in the ring
-RING_BYTES = 16 << 20  # a worker's; 64 pages in flight take about 4 MB (a call too large goes inline)
+RING_BYTES = 16 << 20  # a worker's: 30 of the small web's largest pages; calls wait for room in order
 READ_BYTES = 1 << 20
 STOP_SECONDS = 10.0  # for a worker to finish its call and exit before it is terminated
 
@@ -110,6 +111,7 @@ class _Worker:
         self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the ring
         self.loop: asyncio.AbstractEventLoop | None = None
         self._inbox, self._outbox = bytearray(), bytearray()
+        self._unsent: deque[bytes] = deque()  # calls waiting for room in the ring (and those after them)
         self.draining = False  # its pool stops: the socket closes once every call is answered
         self.closed = False
 
@@ -120,13 +122,28 @@ class _Worker:
             self.loop = loop
             loop.add_reader(self.socket.fileno(), self._readable)
         future = loop.create_future()
-        start = self.ring.put(data) if self.ring is not None else None
-        self.waiting.append((future, start is not None))
-        if start is not None:
-            self._write([LENGTH.pack(1 + PLACE.size), IN_RING, PLACE.pack(start, len(data))])
-        else:
-            self._write([LENGTH.pack(1 + len(data)), INLINE, data])
+        self.waiting.append((future, self._fits(data)))
+        self._unsent.append(data)
+        self._send_unsent()
         return future
+
+    def _fits(self, data: bytes) -> bool:
+        return self.ring is not None and len(data) <= self.ring.size
+
+    def _send_unsent(self) -> None:
+        """The calls not yet sent, in order, as long as the ring has room for them (the next
+        answer frees some)."""
+        while self._unsent and not self.closed:
+            data = self._unsent[0]
+            if self._fits(data):
+                start = self.ring.put(data)
+                if start is None:
+                    return
+                parts = [LENGTH.pack(1 + PLACE.size), IN_RING, PLACE.pack(start, len(data))]
+            else:
+                parts = [LENGTH.pack(1 + len(data)), INLINE, data]
+            self._unsent.popleft()
+            self._write(parts)
 
     def _write(self, parts: list[bytes]) -> None:
         if self._outbox:
@@ -182,6 +199,7 @@ class _Worker:
                     self.ring.free()
                 _settle(future, done, value)
         del self._inbox[:start]
+        self._send_unsent()
         if self.draining and not self.waiting:
             self.end()
 
@@ -196,6 +214,7 @@ class _Worker:
         except OSError:
             pass
         self.socket.close()
+        self._unsent.clear()
         while self.waiting:
             _settle(self.waiting.popleft()[0], False, BrokenProcessPool("a worker process ended"))
 
