@@ -6,6 +6,7 @@ import asyncio
 import gc
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -395,6 +396,32 @@ def test_a_retrained_critic_reaches_the_running_judging_workers_without_starting
     assert first.judgement.relevance > 0.5 > second.judgement.relevance
     assert workers_after == workers_before
     assert not folder.exists()  # the handed-over critics go with the pool
+
+
+def test_a_judging_worker_that_dies_with_pages_waiting_is_replaced_once_and_every_page_is_judged(make_config):
+    """Each page that was waiting on the killed worker is judged in the crawl's process; the
+    first of them starts new workers, the others use them (a pool each would start processes)."""
+    body = b"<html><body><p>" + b"routers and switches " * 200 + b"</p></body></html>"
+    pool = JudgePool(3)  # two workers, forked: no loop runs yet
+    pool.use(Judge(make_config(seeds=["http://x/"]), None, apprentice=False))
+    victim = next(iter(pool._pool.pids))
+
+    async def judge_while_one_dies():
+        os.kill(victim, signal.SIGSTOP)  # the pages queue on it
+        pages = [asyncio.ensure_future(pool.judge(body, f"http://x/{i}.html", "utf-8", "")) for i in range(8)]
+        stopped = next(worker for worker in pool._pool._workers if worker.process.pid == victim)
+        while len(stopped.waiting) < 2:
+            await asyncio.sleep(0.01)
+        first = pool._pool
+        os.kill(victim, signal.SIGKILL)
+        return first, await asyncio.gather(*pages)
+
+    try:
+        first, judged = asyncio.run(judge_while_one_dies())
+        assert all(page.page is not None and "routers" in page.page.text for page in judged)
+        assert pool._stopping == [first] and pool._pool is not first and victim not in pool._pool.pids
+    finally:
+        pool.close()
 
 
 def test_a_judging_worker_judges_again_and_analyses_from_the_terms_of_the_pages_it_judged_last(

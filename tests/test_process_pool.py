@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import struct
 import time
 from concurrent.futures.process import BrokenProcessPool
 
@@ -45,13 +46,46 @@ def test_calls_wait_in_order_for_room_in_the_ring(monkeypatch):
 
     async def calls():
         sizes = [30_000 + i for i in range(40)] + [100_001] + [40_000 + i for i in range(10)]
-        return sizes, await asyncio.gather(*(pool.run(len, b"x" * size) for size in sizes)), pool._workers[0]
+        return sizes, await asyncio.gather(*(pool.run(len, b"x" * size) for size in sizes))
 
     try:
-        sizes, answers, worker = asyncio.run(calls())
+        sizes, answers = asyncio.run(calls())
     finally:
         pool.shutdown(wait=True)
-    assert answers == sizes and not worker._unsent and not worker.ring._used
+    assert answers == sizes and not pool._unsent and not pool._workers[0].ring._used
+
+
+def test_a_loop_that_ends_with_calls_unwritten_leaves_the_next_loop_a_working_pool():
+    """Calls larger than a socket holds (a spawned worker's go through it) are still being
+    written when a loop ends; the next loop writes the rest before its own call."""
+    pool = ProcessPool(1, multiprocessing.get_context("spawn"), int, ())
+
+    async def first():
+        for _ in range(8):
+            asyncio.ensure_future(pool.run(len, b"x" * (1 << 20)))
+        await asyncio.sleep(0)
+        return len(pool._workers[0]._outbox)  # (asyncio.run cancels the callers)
+
+    async def second():
+        return await asyncio.wait_for(pool.run(len, "another loop"), 20)
+
+    try:
+        assert asyncio.run(first()) > 0
+        assert asyncio.run(second()) == 12
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_an_answer_of_two_gigabytes_or_more_is_read_as_the_worker_frames_it():
+    """(Connection frames it with -1 and an 8-byte length; this side reads that, not -1.)"""
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+    try:
+        worker = pool._workers[0]
+        worker._inbox += struct.pack("!i", -1) + struct.pack("!Q", 3) + b"abc" + struct.pack("!i", 2) + b"de"
+        assert worker._next_message() == b"abc" and worker._next_message() == b"de"
+        assert worker._next_message() is None and not worker._inbox
+    finally:
+        pool.shutdown(wait=True)
 
 
 def test_a_worker_that_dies_breaks_the_pool_for_its_calls_and_every_later_one():

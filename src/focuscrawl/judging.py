@@ -337,16 +337,18 @@ class JudgePool:
     async def judge(self, body: bytes, url: str, charset: str | None, robots_header: str,
                     template: frozenset[int] = NO_TEMPLATE, learning: bool = False) -> Judged:
         """:meth:`Judge.__call__` in a worker process, or in this one."""
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             return self._judge(body, url, charset, robots_header, template, learning)
         try:
             with self._handed.sending() as (version, folder):
-                return await self._pool.run(_judge_in_worker, version, folder, body, url, charset, robots_header,
-                                            template, learning)
+                return await pool.run(_judge_in_worker, version, folder, body, url, charset, robots_header,
+                                      template, learning)
         except BrokenProcessPool:  # a worker died (out of memory, a signal): judge here, start a new pool
-            log.warning("a judging worker died; starting new ones")
-            self._stop(wait=False)
-            self.use(self._judge)
+            if pool is self._pool:  # (once: the other pages that were waiting on it find it replaced)
+                log.warning("a judging worker died; starting new ones")
+                self._stop(wait=False)
+                self.use(self._judge)
             return self._judge(body, url, charset, robots_header, template, learning)
 
     async def judge_again(self, rows: list[tuple[int, str]]) -> list[Rejudged] | None:

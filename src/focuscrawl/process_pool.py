@@ -7,7 +7,11 @@ threads (a feeder, a manager, and the loop woken through a pipe), against 0.04 m
 process (:class:`_Ring`), the socket carrying only where each is, and wait here for room in
 it: room comes with answers, which the loop reads as they come. Through the socket, which
 holds three or four pages' bodies, the loop (busy storing pages) was too late to write the
-next as the worker made room, and the worker waited for its calls a third of the time."""
+next as the worker made room, and the worker waited for its calls a third of the time. A
+worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until one is
+answered), so with several workers as many pages may wait behind a long chunk of texts
+(``JudgePool.judge_again``) while another worker could take them.
+"""
 
 from __future__ import annotations
 
@@ -18,18 +22,26 @@ import pickle
 import signal
 import socket
 import struct
+import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 
-LENGTH = struct.Struct("!i")  # before each message, as multiprocessing's Connection frames them (under 2 GB)
+from focuscrawl.store.inherited import not_inherited
+
+LENGTH = struct.Struct("!i")  # before each message, as multiprocessing's Connection frames them
+LONG_LENGTH = struct.Struct("!Q")  # after a LENGTH of -1: a message of 2 GB or more
+LONGEST_CALL = 2**31 - 1 - 1 - struct.calcsize("!QQ")  # bytes of a pickled call this side frames
 IN_RING, INLINE = b"r", b"c"  # a call's first byte: where it is
 PLACE = struct.Struct("!QQ")  # after IN_RING: the call's start and length in the ring
-RING_BYTES = 16 << 20  # a worker's: 30 of the small web's largest pages; calls wait for room in order
+RING_BYTES = 16 << 20  # a worker's: 30 of the small web's largest pages
+AHEAD = 16  # calls sent to a worker and not yet answered: 80 ms of pages, while the loop stores others
 READ_BYTES = 1 << 20
-STOP_SECONDS = 10.0  # for a worker to finish its call and exit before it is terminated
+STOP_SECONDS = 10.0  # for the workers to finish their calls and exit before they are terminated
 
 
 def _serve(connection: Connection, initializer: Callable, initargs: tuple, ring: mmap.mmap | None) -> None:
@@ -51,7 +63,8 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, ring:
             function, args = pickle.loads(memoryview(message)[1:])
         try:
             answer = (True, function(*args))
-        except Exception as err:  # noqa: BLE001 - the caller gets it
+        except Exception as err:  # noqa: BLE001 - the caller gets it, with where it was raised
+            err.add_note(f"in the worker process {os.getpid()}:\n{traceback.format_exc().rstrip()}")
             answer = (False, err)
         try:
             data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
@@ -94,56 +107,64 @@ class _Ring:
         self._used.popleft()
 
 
+@dataclass(slots=True)
+class _Call:
+    future: asyncio.Future
+    function: Callable
+    args: tuple
+    data: bytes | None = None  # pickled, once it was first tried
+
+
+def _settle(future: asyncio.Future, done: bool, value) -> None:
+    """A call's answer, unless its caller is gone (cancelled, or its loop has ended)."""
+    if future.done() or future.get_loop().is_closed():
+        return
+    if done:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
 class _Worker:
     """One worker process and its socket: calls written as the socket takes them, answers read
     as they come, each to the oldest call waiting (a worker answers in order)."""
 
-    def __init__(self, context: BaseContext, initializer: Callable, initargs: tuple):
+    def __init__(self, context: BaseContext, initializer: Callable, initargs: tuple, answered: Callable[[], None]):
         ours, theirs = context.Pipe()
+        not_inherited(ours, Connection.close)  # (a worker forked later keeps no end of this one's socket)
         self.ring = _Ring(RING_BYTES) if context.get_start_method() == "fork" else None
         self.process = context.Process(target=_serve, daemon=True,
                                        args=(theirs, initializer, initargs, self.ring.memory if self.ring else None))
         self.process.start()
         theirs.close()
-        self.socket = socket.socket(fileno=os.dup(ours.fileno()))
+        self.socket = not_inherited(socket.socket(fileno=os.dup(ours.fileno())), socket.socket.close)
         ours.close()
         self.socket.setblocking(False)
         self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the ring
         self.loop: asyncio.AbstractEventLoop | None = None
         self._inbox, self._outbox = bytearray(), bytearray()
-        self._unsent: deque[bytes] = deque()  # calls waiting for room in the ring (and those after them)
-        self.draining = False  # its pool stops: the socket closes once every call is answered
+        self._answered = answered  # the pool sends the next calls
         self.closed = False
 
-    def call(self, data: bytes) -> asyncio.Future:
+    def send(self, call: _Call) -> bool:
+        """Send ``call`` (pickled); False if it must wait for room in the ring."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # the first call, or the first of a new loop
             self._unwatch()
             self.loop = loop
             loop.add_reader(self.socket.fileno(), self._readable)
-        future = loop.create_future()
-        self.waiting.append((future, self._fits(data)))
-        self._unsent.append(data)
-        self._send_unsent()
-        return future
-
-    def _fits(self, data: bytes) -> bool:
-        return self.ring is not None and len(data) <= self.ring.size
-
-    def _send_unsent(self) -> None:
-        """The calls not yet sent, in order, as long as the ring has room for them (the next
-        answer frees some)."""
-        while self._unsent and not self.closed:
-            data = self._unsent[0]
-            if self._fits(data):
-                start = self.ring.put(data)
-                if start is None:
-                    return
-                parts = [LENGTH.pack(1 + PLACE.size), IN_RING, PLACE.pack(start, len(data))]
-            else:
-                parts = [LENGTH.pack(1 + len(data)), INLINE, data]
-            self._unsent.popleft()
-            self._write(parts)
+            if self._outbox:
+                loop.add_writer(self.socket.fileno(), self._writable)
+        in_ring = self.ring is not None and len(call.data) <= self.ring.size
+        if in_ring:
+            start = self.ring.put(call.data)
+            if start is None:
+                return False
+            self._write([LENGTH.pack(1 + PLACE.size), IN_RING, PLACE.pack(start, len(call.data))])
+        else:
+            self._write([LENGTH.pack(1 + len(call.data)), INLINE, call.data])
+        self.waiting.append((call.future, in_ring))
+        return True
 
     def _write(self, parts: list[bytes]) -> None:
         if self._outbox:
@@ -154,8 +175,7 @@ class _Worker:
         except BlockingIOError:
             sent = 0
         except OSError:
-            self.end()
-            return
+            sent = 0  # (the worker has gone: reading says so)
         if sent < sum(map(len, parts)):
             self._outbox += b"".join(parts)[sent:]
             self.loop.add_writer(self.socket.fileno(), self._writable)
@@ -183,25 +203,32 @@ class _Worker:
             self.end()
             return
         self._inbox += data
-        start = 0
-        with memoryview(self._inbox) as inbox:
-            while len(inbox) - start >= LENGTH.size:
-                (length,) = LENGTH.unpack_from(inbox, start)
-                if len(inbox) - start - LENGTH.size < length:
-                    break
-                try:
-                    done, value = pickle.loads(inbox[start + LENGTH.size:start + LENGTH.size + length])
-                except Exception as err:  # noqa: BLE001 - an answer this process cannot read: its caller's error
-                    done, value = False, err
-                start += LENGTH.size + length
-                future, in_ring = self.waiting.popleft()
-                if in_ring:
-                    self.ring.free()
-                _settle(future, done, value)
-        del self._inbox[:start]
-        self._send_unsent()
-        if self.draining and not self.waiting:
-            self.end()
+        while (message := self._next_message()) is not None:
+            future, in_ring = self.waiting.popleft()
+            if in_ring:
+                self.ring.free()
+            try:
+                done, value = pickle.loads(message)
+            except Exception as err:  # noqa: BLE001 - an answer this process cannot read: its caller's error
+                done, value = False, err
+            _settle(future, done, value)
+        self._answered()
+
+    def _next_message(self) -> bytearray | None:
+        """The next whole answer, taken out of what was read (Connection's framing)."""
+        inbox = self._inbox
+        if len(inbox) < LENGTH.size:
+            return None
+        (length,), header = LENGTH.unpack_from(inbox), LENGTH.size
+        if length == -1:
+            if len(inbox) < LENGTH.size + LONG_LENGTH.size:
+                return None
+            (length,), header = LONG_LENGTH.unpack_from(inbox, LENGTH.size), LENGTH.size + LONG_LENGTH.size
+        if len(inbox) < header + length:
+            return None
+        message = inbox[header:header + length]
+        del inbox[:header + length]
+        return message
 
     def end(self) -> None:
         """The worker has gone, or its pool stops it: its calls waiting fail."""
@@ -214,40 +241,27 @@ class _Worker:
         except OSError:
             pass
         self.socket.close()
-        self._unsent.clear()
+        self._inbox.clear()
+        self._outbox.clear()
         while self.waiting:
             _settle(self.waiting.popleft()[0], False, BrokenProcessPool("a worker process ended"))
+        self._answered()
 
     def _unwatch(self) -> None:
         if self.loop is not None and not self.loop.is_closed():
             self.loop.remove_reader(self.socket.fileno())
             self.loop.remove_writer(self.socket.fileno())
 
-    def stop(self) -> None:
-        self.end()
-        self.process.join(STOP_SECONDS)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join()
-
-
-def _settle(future: asyncio.Future, done: bool, value) -> None:
-    """A call's answer, unless its caller is gone (cancelled, or its loop has ended)."""
-    if future.done() or future.get_loop().is_closed():
-        return
-    if done:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
-
 
 class ProcessPool:
     """``workers`` processes (started now, from ``context``; each runs ``initializer(*initargs)``
-    first), each call sent to the one with the fewest calls waiting. A worker that dies breaks
-    the pool: its calls and every later one raise ``BrokenProcessPool``."""
+    first). A worker that dies breaks the pool: its calls and every later one raise
+    ``BrokenProcessPool``."""
 
     def __init__(self, workers: int, context: BaseContext, initializer: Callable, initargs: tuple):
-        self._workers = [_Worker(context, initializer, initargs) for _ in range(workers)]
+        self._workers = [_Worker(context, initializer, initargs, self._send) for _ in range(workers)]
+        self._unsent: deque[_Call] = deque()
+        self._draining = False
 
     @property
     def pids(self) -> set[int]:
@@ -255,17 +269,60 @@ class ProcessPool:
 
     async def run(self, function: Callable, *args):
         """``function(*args)`` in a worker; its exception, if it raises one."""
-        if any(worker.closed or worker.draining for worker in self._workers):
+        if self._draining or any(worker.closed for worker in self._workers):
             raise BrokenProcessPool("the pool's worker processes have stopped")
-        worker = min(self._workers, key=lambda each: len(each.waiting))
-        return await worker.call(pickle.dumps((function, args), pickle.HIGHEST_PROTOCOL))
+        call = _Call(asyncio.get_running_loop().create_future(), function, args)
+        self._unsent.append(call)
+        self._send()
+        return await call.future
+
+    def _send(self) -> None:
+        """The calls waiting here, in order, each to the worker with the fewest calls if it has
+        fewer than ``AHEAD`` and room for it."""
+        if any(worker.closed for worker in self._workers):
+            while self._unsent:
+                _settle(self._unsent.popleft().future, False, BrokenProcessPool("a worker process ended"))
+        while self._unsent:
+            call = self._unsent[0]
+            if call.future.done():  # its caller is gone
+                self._unsent.popleft()
+                continue
+            worker = min(self._workers, key=lambda each: len(each.waiting))
+            if len(worker.waiting) >= AHEAD:
+                break
+            if call.data is None:
+                try:
+                    call.data = pickle.dumps((call.function, call.args), pickle.HIGHEST_PROTOCOL)
+                    if len(call.data) > LONGEST_CALL:
+                        raise ValueError(f"a call of {len(call.data)} bytes pickled, over {LONGEST_CALL}")
+                except Exception as err:  # noqa: BLE001 - the caller's
+                    self._unsent.popleft()
+                    _settle(call.future, False, err)
+                    continue
+                call.function = call.args = None  # (what is sent is held once)
+            if not worker.send(call):
+                break  # an answer makes room
+            self._unsent.popleft()
+        if self._draining and not self._unsent:
+            for worker in self._workers:
+                if not worker.waiting:
+                    worker.end()
 
     def shutdown(self, wait: bool) -> None:
         """With ``wait``, the workers stop now and are reaped (their CPU time counts); without,
-        each first answers the calls it has, and ``shutdown(wait=True)`` reaps them later."""
+        they first answer the calls made (``shutdown(wait=True)`` reaps them later)."""
+        self._draining = True
+        if not wait:
+            self._send()
+            return
+        while self._unsent:
+            _settle(self._unsent.popleft().future, False, BrokenProcessPool("the pool was shut down"))
         for worker in self._workers:
-            worker.draining = True
-            if wait:
-                worker.stop()
-            elif not worker.waiting:
-                worker.end()
+            worker.end()
+        deadline = time.monotonic() + STOP_SECONDS
+        for worker in self._workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join()
