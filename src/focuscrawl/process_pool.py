@@ -35,8 +35,8 @@ from focuscrawl.store.inherited import not_inherited
 
 LENGTH = struct.Struct("!i")  # before each message, as multiprocessing's Connection frames them
 LONG_LENGTH = struct.Struct("!Q")  # after a LENGTH of -1: a message of 2 GB or more
-LONGEST_CALL = 2**31 - 1 - 1 - struct.calcsize("!QQ")  # bytes of a pickled call this side frames
 IN_RING, INLINE = b"r", b"c"  # a call's first byte: where it is
+LONGEST_CALL = 2**31 - 1 - len(INLINE)  # bytes of a pickled call sent inline under LENGTH's limit
 PLACE = struct.Struct("!QQ")  # after IN_RING: the call's start and length in the ring
 RING_BYTES = 16 << 20  # a worker's: 30 of the small web's largest pages
 AHEAD = 16  # calls sent to a worker and not yet answered: 80 ms of pages, while the loop stores others
@@ -172,10 +172,8 @@ class _Worker:
             return
         try:
             sent = self.socket.sendmsg(parts)
-        except BlockingIOError:
+        except OSError:  # full (BlockingIOError), or the worker has gone: reading says so
             sent = 0
-        except OSError:
-            sent = 0  # (the worker has gone: reading says so)
         if sent < sum(map(len, parts)):
             self._outbox += b"".join(parts)[sent:]
             self.loop.add_writer(self.socket.fileno(), self._writable)
