@@ -92,6 +92,20 @@ def test_bad_seed_and_missing_examples_name_what_is_wrong(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_seed_or_example_url_that_does_not_parse_is_named_in_one_line(tmp_path):
+    """(A port out of range; from w3lib 2.6 also a host ending in a number that is no IPv4 address.)"""
+    run = focuscrawl("crawl", "--seed", "http://127.0.0.1:99999/", "--strategy", "bfs", "--out", tmp_path / "out")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("error: seeds[0]: 'http://127.0.0.1:99999/': not a valid URL (")
+    listed = tmp_path / "examples.txt"
+    listed.write_text("http://127.0.0.1:9/a.html\nhttp://127.0.0.1:99999/b.html\n")
+    run = focuscrawl("crawl", "--seed", "http://127.0.0.1:9/", "--positive", listed, "--negative",
+                     "http://127.0.0.1:9/c.html", "--out", tmp_path / "out")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"error: topic.positive[0]: {listed}: 'http://127.0.0.1:99999/b.html' is not a valid URL (")
+    assert not (tmp_path / "out").exists()
+
+
 def test_crawl_refuses_to_overwrite_and_resume_needs_a_crawl(serve, tmp_path):
     server = serve(TOPIC_SITE, robots=None)
     out = tmp_path / "out"

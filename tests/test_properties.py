@@ -74,7 +74,8 @@ def test_a_link_resolves_as_its_href_up_to_the_fragment_does(base, prefix, rest,
 
 plain_looking = st.builds(  # URLs near the plain form: some plain, some a character or a dot segment away
     "{}://{}{}/{}".format, st.sampled_from(["http", "https", "https", "HTTP", "ftp"]),
-    st.one_of(st.from_regex(r"[a-z0-9_-]{1,8}(\.[a-z0-9]{1,4}){0,2}", fullmatch=True),
+    st.one_of(st.sampled_from(["0", "1.2.3", "a.1", "a.09", "x.0x7f", "a.0x", "a.0x1g", "1a.b"]),  # (IPv4 to WHATWG?)
+              st.from_regex(r"[a-z0-9_-]{1,8}(\.[a-z0-9]{1,4}){0,2}", fullmatch=True),
               st.from_regex(r"[a-zA-Z0-9_-]{0,64}(\.[a-z0-9_-]{0,5}){0,3}", fullmatch=True)),
     st.sampled_from(["", "", "", ":80", ":8080"]),
     st.lists(st.one_of(st.sampled_from([".", "..", "", "a.b", "~x", "%7e", "x;y", "x;jsessionid=1", "é", "a b", "q?x=1", "f#g"]),

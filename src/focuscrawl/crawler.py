@@ -66,7 +66,11 @@ def read_seeds(config: CrawlConfig) -> list[str]:
                     if line.strip() and not line.lstrip().startswith("#")]
     seeds, problems = [], []
     for where, seed in entries:
-        url = canonical_url(seed) if "://" in seed else seed
+        try:
+            url = canonical_url(seed) if "://" in seed else seed
+        except ValueError as err:
+            problems.append(f"{where}: {seed!r}: not a valid URL ({err})")
+            continue
         reason = rules.rejection(url)
         if reason:
             problems.append(f"{where}: {seed!r}: {reason}")

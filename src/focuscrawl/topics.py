@@ -38,13 +38,20 @@ def _url_list(path: Path) -> list[str] | None:
     return lines if lines and all(_is_url(line) for line in lines) else None
 
 
+def _canonical_example(url: str, where: str) -> str:
+    try:
+        return canonical_url(url)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {url!r} is not a valid URL ({err})") from None
+
+
 def expand(entries: list[str], field: str) -> tuple[list[str], list[Path]]:
     """Split example entries into URLs to fetch and files to read; a bad entry is a ConfigError."""
     urls: list[str] = []
     files: list[Path] = []
     for index, entry in enumerate(entries):
         if _is_url(entry):
-            urls.append(canonical_url(entry))
+            urls.append(_canonical_example(entry, f"{field}[{index}]"))
             continue
         path = Path(entry)
         if path.is_dir():
@@ -55,7 +62,7 @@ def expand(entries: list[str], field: str) -> tuple[list[str], list[Path]]:
         elif path.is_file():
             listed = _url_list(path)
             if listed is not None:
-                urls.extend(canonical_url(u) for u in listed)
+                urls.extend(_canonical_example(url, f"{field}[{index}]: {entry}") for url in listed)
             else:
                 files.append(path)
         else:

@@ -20,9 +20,13 @@ TOKEN_VALUE = re.compile(r"^[0-9A-Za-z]{16,}$")
 PATH_SESSION = re.compile(r"(?i);jsessionid=[^/?#]*")
 HOSTNAME = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+(%[0-9a-z_.-]+)?")  # a DNS name (IDNs in punycode) or an IPv6 address
 # a URL w3lib and the rules below leave as it is: http(s), a lower-case host of ASCII labels (as IDNA
-# gives them back), no port, a path of characters safe in a path (no escape, no ';' parameters) and
-# no '.' or '..' segment, no query, no fragment; most links of a site's pages look so
-PLAIN_URL = re.compile(r"https?://[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*/[A-Za-z0-9._~!$&'()*+,=:@/-]*\Z")
+# gives them back) whose last is not a number, no port, a path of characters safe in a path (no
+# escape, no ';' parameters) and no '.' or '..' segment, no query, no fragment; most links of a
+# site's pages look so. A host whose last label is a number ("0", "1.2.3", "a.1", "x.0x7f") is an
+# IPv4 address to WHATWG's URL parser, and so to w3lib from 2.6: written out ("http://0.0.0.0/"),
+# or refused ("a.1" is no address: ValueError)
+PLAIN_URL = re.compile(r"https?://(?:[a-z0-9_-]{1,63}\.)*(?!(?:[0-9]+|0x[0-9a-f]*)/)[a-z0-9_-]{1,63}"
+                       r"/[A-Za-z0-9._~!$&'()*+,=:@/-]*\Z")
 DOT_SEGMENT = re.compile(r"/\.\.?(?:/|\Z)")
 
 
@@ -31,7 +35,8 @@ def canonical_url(url: str) -> str:
     """w3lib's canonical form (sorted query, no fragment, normalised escapes), without a default port
     or session ids (:func:`canonicalized`). Cached: navigation links repeat on every page of a site,
     and w3lib is the parser's slowest step; a plain URL (``PLAIN_URL``: 96 % of the URLs the test
-    web's crawls meet) is canonical already, and is not parsed."""
+    web's crawls meet) is canonical already, and is not parsed. Raises ValueError for a URL w3lib
+    refuses (a port out of range; from w3lib 2.6, a host ending in a number that is no IPv4 address)."""
     if PLAIN_URL.match(url) and not DOT_SEGMENT.search(url):
         return url
     return canonicalized(url)
