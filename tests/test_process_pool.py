@@ -136,3 +136,33 @@ def test_the_ring_gives_room_after_the_oldest_call_and_wraps_around():
         ring.free()
     assert ring.put(b"g" * 100) == 0 and ring.put(b"h") is None and bytes(ring.memory[:3]) == b"ggg"
     assert _Ring(10).put(b"x" * 11) is None
+
+
+def _logged_answer(size: int, log: str, i: int) -> bytes:
+    with open(log, "a") as logged:
+        logged.write(f"{i}\n")
+    return b"x" * size
+
+
+def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_answers(tmp_path):
+    """The loop reads answers between the pages it stores: a worker's socket holds 300 kB of answers
+    unread (the default room, about 200 kB, let seven or eight through) and the worker answers on meanwhile."""
+    log = tmp_path / "answered"
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+
+    def answered() -> int:
+        return len(log.read_text().split()) if log.exists() else 0
+
+    async def calls():
+        futures = [asyncio.ensure_future(pool.run(_logged_answer, 30_000, str(log), i)) for i in range(10)]
+        await asyncio.sleep(0)  # each call is sent
+        deadline = time.monotonic() + 5
+        while answered() < 10 and time.monotonic() < deadline:  # the loop is busy: it reads nothing
+            time.sleep(0.05)
+        return answered(), await asyncio.gather(*futures)
+
+    try:
+        before_reading, answers = asyncio.run(calls())
+    finally:
+        pool.shutdown(wait=True)
+    assert before_reading == 10 and answers == [b"x" * 30_000] * 10
