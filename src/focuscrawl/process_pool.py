@@ -27,8 +27,8 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from contextlib import suppress
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
