@@ -88,6 +88,29 @@ def test_an_answer_of_two_gigabytes_or_more_is_read_as_the_worker_frames_it():
         pool.shutdown(wait=True)
 
 
+def _filled(size: int, i: int) -> bytes:
+    return bytes([i % 256]) * size
+
+
+def test_answers_reuse_the_room_of_those_read_and_go_through_the_socket_when_it_has_none(monkeypatch):
+    """A worker learns with each call how many of its answers in the ring were read: their room
+    takes later ones (each answer distinct, so one written over before it was read shows). An
+    answer that finds no room, or is larger than the ring, goes through the socket."""
+    monkeypatch.setattr(process_pool, "ANSWER_RING_BYTES", 100_000)
+    pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
+    sizes = [30_000 + i for i in range(60)] + [100_001] + [20_000] * 10
+
+    async def calls():
+        return await asyncio.gather(*(pool.run(_filled, size, i) for i, size in enumerate(sizes)))
+
+    try:
+        answers = asyncio.run(calls())
+    finally:
+        pool.shutdown(wait=True)
+    assert answers == [_filled(size, i) for i, size in enumerate(sizes)]
+    assert 6 <= pool._workers[0].answers_read < len(sizes)  # three fit at once: the room was taken again
+
+
 def test_a_worker_that_dies_breaks_the_pool_for_its_calls_and_every_later_one():
     pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
 
@@ -145,8 +168,8 @@ def _logged_answer(size: int, log: str, i: int) -> bytes:
 
 
 def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_answers(tmp_path):
-    """The loop reads answers between the pages it stores: a worker's socket holds 300 kB of answers
-    unread (the default room, about 200 kB, let seven or eight through) and the worker answers on meanwhile."""
+    """The loop reads answers between the pages it stores: a worker writes 300 kB of answers into its
+    ring unread (a socket's default room, about 200 kB, let seven or eight through) and answers on meanwhile."""
     log = tmp_path / "answered"
     pool = ProcessPool(1, multiprocessing.get_context("fork"), int, ())
 

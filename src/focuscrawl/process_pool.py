@@ -3,14 +3,18 @@ The loop itself writes each call and reads each answer as a worker's socket is r
 thread of this process hands calls over or waits for answers. With
 ``concurrent.futures.ProcessPoolExecutor`` a call cost this process 0.18 ms of CPU in its
 threads (a feeder, a manager, and the loop woken through a pipe), against 0.04 ms here
-(60 kB bodies, one worker). A forked worker's calls go through memory it shares with this
-process (:class:`_Ring`), the socket carrying only where each is, and wait here for room in
-it: room comes with answers, which the loop reads as they come. Through the socket, which
-holds three or four pages' bodies, the loop (busy storing pages) was too late to write the
-next as the worker made room, and the worker waited for its calls a third of the time. The
-answers come back through the socket, which holds up to ``ANSWERS_BUFFERED`` of them unread. A
-worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until one is
-answered), so with several workers as many pages may wait behind a long chunk of texts
+(60 kB bodies, one worker). A forked worker's calls, and its answers, go through memory it
+shares with this process (:class:`_Ring`, one each way), the socket carrying only where each
+is. A call waits here for room in its ring: room comes with answers, which the loop reads as
+they come. Through the socket, which holds three or four pages' bodies, the loop (busy storing
+pages) was too late to write the next as the worker made room, and the worker waited for its
+calls a third of the time. The loop reads answers between the pages it stores, so a worker
+writes each into its ring without waiting for the loop (an answer goes through the socket if
+it has no room there); each call tells it how many the loop has read, so it knows what room
+they freed. Through the socket, which holds about 200 kB unless ``net.core.wmem_max`` allows
+more, an apprentice's worker (28 kB an answer) waited 2.4-3.1 s of a small-web crawl to send
+them. A worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until
+one is answered), so with several workers as many pages may wait behind a long chunk of texts
 (``JudgePool.judge_again``) while another worker could take them.
 """
 
@@ -28,7 +32,6 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -37,34 +40,38 @@ from focuscrawl.store.inherited import not_inherited
 
 LENGTH = struct.Struct("!i")  # before each message, as multiprocessing's Connection frames them
 LONG_LENGTH = struct.Struct("!Q")  # after a LENGTH of -1: a message of 2 GB or more
-IN_RING, INLINE = b"r", b"c"  # a call's first byte: where it is
-LONGEST_CALL = 2**31 - 1 - len(INLINE)  # bytes of a pickled call sent inline under LENGTH's limit
-PLACE = struct.Struct("!QQ")  # after IN_RING: the call's start and length in the ring
-RING_BYTES = 16 << 20  # a worker's: 30 of the small web's largest pages
+IN_RING, INLINE = b"r", b"c"  # a message's first byte: where the call or answer is
+CALL_HEAD = struct.Struct("!cQ")  # a call's: IN_RING or INLINE, and how many answers of the ring the loop has read
+LONGEST_CALL = 2**31 - 1 - CALL_HEAD.size  # bytes of a pickled call sent inline under LENGTH's limit
+PLACE = struct.Struct("!QQ")  # after IN_RING: the call's or answer's start and length in its ring
+RING_BYTES = 16 << 20  # a worker's, for its calls: 30 of the small web's largest pages
+ANSWER_RING_BYTES = 8 << 20  # a worker's, for its answers: a loop reads them at most AHEAD behind
 AHEAD = 16  # calls sent to a worker and not yet answered: 80 ms of pages, while the loop stores others
 READ_BYTES = 1 << 20
-ANSWERS_BUFFERED = 4 << 20  # bytes of answers a worker's socket holds unread (Linux caps it at net.core.wmem_max)
 STOP_SECONDS = 10.0  # for the workers to finish their calls and exit before they are terminated
 
 
-def _serve(connection: Connection, initializer: Callable, initargs: tuple, ring: mmap.mmap | None) -> None:
+def _serve(connection: Connection, initializer: Callable, initargs: tuple, calls: mmap.mmap | None,
+           answers: _Ring | None) -> None:
     """A worker: answer each call (function, arguments) with (True, result) or (False, error),
-    in the order they come, until its socket closes. Ctrl-C is for the crawl's process, which
-    stops the crawl and then its workers."""
+    in the order they come, until its socket closes. ``answers``: its copy of the ring it writes
+    its answers into (freed as the calls say they were read). Ctrl-C is for the crawl's process,
+    which stops the crawl and then its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _buffer_answers(connection)
     initializer(*initargs)
-    shared = memoryview(ring) if ring is not None else None
+    shared = memoryview(calls) if calls is not None else None
+    answers_freed = 0
     while True:
         try:
             message = connection.recv_bytes()
         except (EOFError, OSError):
             return
-        if message[:1] == IN_RING:
-            start, length = PLACE.unpack_from(message, 1)
+        kind, answers_read = CALL_HEAD.unpack_from(message)
+        if kind == IN_RING:
+            start, length = PLACE.unpack_from(message, CALL_HEAD.size)
             function, args = pickle.loads(shared[start:start + length])
         else:
-            function, args = pickle.loads(memoryview(message)[1:])
+            function, args = pickle.loads(memoryview(message)[CALL_HEAD.size:])
         try:
             answer = (True, function(*args))
         except Exception as err:  # noqa: BLE001 - the caller gets it, with where it was raised
@@ -74,34 +81,27 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, ring:
             data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         except Exception as err:  # noqa: BLE001 - an answer or error that cannot be pickled
             data = pickle.dumps((False, RuntimeError(f"{type(err).__name__}: {err}")), pickle.HIGHEST_PROTOCOL)
+        start = None
+        if answers is not None:
+            for _ in range(answers_read - answers_freed):
+                answers.free()
+            answers_freed = answers_read
+            start = answers.put(data)
         try:
-            connection.send_bytes(data)
+            connection.send_bytes(INLINE + data if start is None else IN_RING + PLACE.pack(start, len(data)))
         except OSError:  # the pool was shut down
             return
 
 
-def _buffer_answers(connection: Connection) -> None:
-    """The worker writes its answers without waiting for the loop to read those before (up to
-    ``ANSWERS_BUFFERED``): the loop reads them between the pages it stores, and in the socket's
-    default room, about 200 kB, an apprentice's worker (its answers carry every link, 28 kB a
-    page) waited 2.4-3.1 s of a small-web crawl to send them, against 0.6 s with this."""
-    with suppress(OSError):
-        sock = socket.socket(fileno=connection.fileno())
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, ANSWERS_BUFFERED)
-        finally:
-            sock.detach()  # (the connection keeps its descriptor)
-
-
 class _Ring:
-    """Memory shared with a forked worker, where the calls it has not answered yet are written
-    one after another, wrapping around; a call's room is free again once it is answered (in
-    the order they were written)."""
+    """Memory shared with a forked worker, where the messages not read yet (its calls, or its
+    answers) are written one after another, wrapping around; a message's room is free again
+    once it is read (in the order they were written). Its writer keeps the account."""
 
     def __init__(self, size: int):
         self.memory = mmap.mmap(-1, size)  # anonymous and shared: a forked process has the same pages
         self.size = size
-        self._used: deque[tuple[int, int]] = deque()  # (start, end) of each call not yet answered
+        self._used: deque[tuple[int, int]] = deque()  # (start, end) of each message not yet read
 
     def put(self, data: bytes) -> int | None:
         """Where ``data`` was written, or None if there is no room for it."""
@@ -120,7 +120,7 @@ class _Ring:
         return head if first - head >= length else None  # wrapped: free from the head to the first
 
     def free(self) -> None:
-        """The oldest call is answered."""
+        """The oldest message was read."""
         self._used.popleft()
 
 
@@ -149,9 +149,11 @@ class _Worker:
     def __init__(self, context: BaseContext, initializer: Callable, initargs: tuple, answered: Callable[[], None]):
         ours, theirs = context.Pipe()
         not_inherited(ours, Connection.close)  # (a worker forked later keeps no end of this one's socket)
-        self.ring = _Ring(RING_BYTES) if context.get_start_method() == "fork" else None
-        self.process = context.Process(target=_serve, daemon=True,
-                                       args=(theirs, initializer, initargs, self.ring.memory if self.ring else None))
+        forked = context.get_start_method() == "fork"
+        self.ring = _Ring(RING_BYTES) if forked else None
+        answer_ring = _Ring(ANSWER_RING_BYTES) if forked else None  # (the worker's copy keeps its account)
+        self.process = context.Process(target=_serve, daemon=True, args=(
+            theirs, initializer, initargs, self.ring.memory if forked else None, answer_ring))
         self.process.start()
         theirs.close()
         self.socket = not_inherited(socket.socket(fileno=os.dup(ours.fileno())), socket.socket.close)
@@ -159,6 +161,8 @@ class _Worker:
         self.socket.setblocking(False)
         self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the ring
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.answers = memoryview(answer_ring.memory) if forked else None
+        self.answers_read = 0  # of those in the ring
         self._inbox, self._outbox = bytearray(), bytearray()
         self._answered = answered  # the pool sends the next calls
         self.closed = False
@@ -177,9 +181,11 @@ class _Worker:
             start = self.ring.put(call.data)
             if start is None:
                 return False
-            self._write([LENGTH.pack(1 + PLACE.size), IN_RING, PLACE.pack(start, len(call.data))])
+            self._write([LENGTH.pack(CALL_HEAD.size + PLACE.size), CALL_HEAD.pack(IN_RING, self.answers_read),
+                         PLACE.pack(start, len(call.data))])
         else:
-            self._write([LENGTH.pack(1 + len(call.data)), INLINE, call.data])
+            self._write([LENGTH.pack(CALL_HEAD.size + len(call.data)), CALL_HEAD.pack(INLINE, self.answers_read),
+                         call.data])
         self.waiting.append((call.future, in_ring))
         return True
 
@@ -223,11 +229,21 @@ class _Worker:
             if in_ring:
                 self.ring.free()
             try:
-                done, value = pickle.loads(message)
+                done, value = self._answer(message)
             except Exception as err:  # noqa: BLE001 - an answer this process cannot read: its caller's error
                 done, value = False, err
             _settle(future, done, value)
         self._answered()
+
+    def _answer(self, message: bytearray) -> tuple[bool, object]:
+        """An answer, unpickled from the worker's ring (its room then free) or from ``message``."""
+        if message[:1] != IN_RING:
+            return pickle.loads(memoryview(message)[1:])
+        start, length = PLACE.unpack_from(message, 1)
+        try:
+            return pickle.loads(self.answers[start:start + length])
+        finally:
+            self.answers_read += 1
 
     def _next_message(self) -> bytearray | None:
         """The next whole answer, taken out of what was read (Connection's framing)."""
