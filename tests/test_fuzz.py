@@ -326,6 +326,15 @@ def test_canonical_url_after_a_stray_percent_is_stable(url):
     assert canonical_url(once) == once
 
 
+@pytest.mark.parametrize("url", ["http://:80/a b", "http://:/x", "https://u:p@/x", "ws:/:/x", "ftp::/x"])
+def test_a_url_of_a_scheme_with_hosts_but_without_a_host_is_refused(url):
+    """Found here: w3lib 2.6 made "http://:/x" "http:///x", which it then read as "http://x/", and
+    "http://:80/a b" "http:///a%20b", which it then refused."""
+    with pytest.raises(ValueError, match="has no host"):
+        canonical_url(url)
+    assert canonical_url("file:///x") == "file:///x"
+
+
 # -- robots.txt --------------------------------------------------------------------------------
 
 ROBOTS_VALUES = ["*", "focuscrawl", "FocusCrawl/0.1", "*bot", "focus crawl", "/", "/*", "$", "/$", "/*a" * 30 + "$",

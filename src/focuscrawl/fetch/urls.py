@@ -12,6 +12,7 @@ from w3lib.url import canonicalize_url
 from focuscrawl.config import CrawlConfig
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+HOSTED_SCHEMES = frozenset({"ftp", "http", "https", "ws", "wss"})  # WHATWG's special schemes but file: a URL has a host
 # session ids in URLs make one page look like endless new ones (a crawler trap): the names of the
 # common frameworks, and "sid" when its value is a token rather than, say, a story number
 SESSION_NAMES = re.compile(r"(?i)^(jsessionid|phpsessid|sessionid|session_id|aspsessionid[a-z]{8}|cfid|cftoken)$")
@@ -36,7 +37,8 @@ def canonical_url(url: str) -> str:
     or session ids (:func:`canonicalized`). Cached: navigation links repeat on every page of a site,
     and w3lib is the parser's slowest step; a plain URL (``PLAIN_URL``: 96 % of the URLs the test
     web's crawls meet) is canonical already, and is not parsed. Raises ValueError for a URL w3lib
-    refuses (a port out of range; from w3lib 2.6, a host ending in a number that is no IPv4 address)."""
+    refuses (a port out of range; from w3lib 2.6, a host ending in a number that is no IPv4 address),
+    and for a URL of a ``HOSTED_SCHEMES`` scheme without a host."""
     if PLAIN_URL.match(url) and not DOT_SEGMENT.search(url):
         return url
     return canonicalized(url)
@@ -51,6 +53,8 @@ def canonicalized(url: str) -> str:
             break
         url = again
     parts = urlsplit(url)
+    if not parts.hostname and parts.scheme in HOSTED_SCHEMES:  # w3lib 2.6 makes "http://:80/x" "http:///x",
+        raise ValueError(f"{url!r} has no host")  # which it reads again as "http://x/"
     path, query = parts.path, parts.query
     if ";" in path:
         path = PATH_SESSION.sub("", path)
