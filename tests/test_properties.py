@@ -56,7 +56,10 @@ def test_link_resolution_matches_urljoin_then_canonical_url(base, path, prefix, 
     href = prefix + path + suffix
     if not href.strip() or href.startswith("#"):
         return
-    expected = canonical_url(urljoin(base, href))
+    try:
+        expected = canonical_url(urljoin(base, href))
+    except ValueError:  # "//x y": a host w3lib 2.6 refuses, so no link
+        expected = None
     assert resolve_href(base, href) == expected, (base, href)
 
 
