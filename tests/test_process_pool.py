@@ -52,7 +52,7 @@ def test_calls_wait_in_order_for_room_in_the_ring(monkeypatch):
         sizes, answers = asyncio.run(calls())
     finally:
         pool.shutdown(wait=True)
-    assert answers == sizes and not pool._unsent and not pool._workers[0].ring._used
+    assert answers == sizes and not pool._unsent and not pool._workers[0].call_ring._used
 
 
 def test_a_loop_that_ends_with_calls_unwritten_leaves_the_next_loop_a_working_pool():

@@ -51,15 +51,15 @@ READ_BYTES = 1 << 20
 STOP_SECONDS = 10.0  # for the workers to finish their calls and exit before they are terminated
 
 
-def _serve(connection: Connection, initializer: Callable, initargs: tuple, calls: mmap.mmap | None,
-           answers: _Ring | None) -> None:
+def _serve(connection: Connection, initializer: Callable, initargs: tuple, call_memory: mmap.mmap | None,
+           answer_ring: _Ring | None) -> None:
     """A worker: answer each call (function, arguments) with (True, result) or (False, error),
-    in the order they come, until its socket closes. ``answers``: its copy of the ring it writes
+    in the order they come, until its socket closes. ``answer_ring``: its copy of the ring it writes
     its answers into (freed as the calls say they were read). Ctrl-C is for the crawl's process,
     which stops the crawl and then its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     initializer(*initargs)
-    shared = memoryview(calls) if calls is not None else None
+    calls = memoryview(call_memory) if call_memory is not None else None
     answers_freed = 0
     while True:
         try:
@@ -69,7 +69,7 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, calls
         kind, answers_read = CALL_HEAD.unpack_from(message)
         if kind == IN_RING:
             start, length = PLACE.unpack_from(message, CALL_HEAD.size)
-            function, args = pickle.loads(shared[start:start + length])
+            function, args = pickle.loads(calls[start:start + length])
         else:
             function, args = pickle.loads(memoryview(message)[CALL_HEAD.size:])
         try:
@@ -82,11 +82,11 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, calls
         except Exception as err:  # noqa: BLE001 - an answer or error that cannot be pickled
             data = pickle.dumps((False, RuntimeError(f"{type(err).__name__}: {err}")), pickle.HIGHEST_PROTOCOL)
         start = None
-        if answers is not None:
+        if answer_ring is not None:
             for _ in range(answers_read - answers_freed):
-                answers.free()
+                answer_ring.free()
             answers_freed = answers_read
-            start = answers.put(data)
+            start = answer_ring.put(data)
         try:
             connection.send_bytes(INLINE + data if start is None else IN_RING + PLACE.pack(start, len(data)))
         except OSError:  # the pool was shut down
@@ -150,10 +150,10 @@ class _Worker:
         ours, theirs = context.Pipe()
         not_inherited(ours, Connection.close)  # (a worker forked later keeps no end of this one's socket)
         forked = context.get_start_method() == "fork"
-        self.ring = _Ring(RING_BYTES) if forked else None
+        self.call_ring = _Ring(RING_BYTES) if forked else None
         answer_ring = _Ring(ANSWER_RING_BYTES) if forked else None  # (the worker's copy keeps its account)
         self.process = context.Process(target=_serve, daemon=True, args=(
-            theirs, initializer, initargs, self.ring.memory if forked else None, answer_ring))
+            theirs, initializer, initargs, self.call_ring.memory if forked else None, answer_ring))
         self.process.start()
         theirs.close()
         self.socket = not_inherited(socket.socket(fileno=os.dup(ours.fileno())), socket.socket.close)
@@ -161,8 +161,8 @@ class _Worker:
         self.socket.setblocking(False)
         self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the ring
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.answers = memoryview(answer_ring.memory) if forked else None
-        self.answers_read = 0  # of those in the ring
+        self.answer_memory = memoryview(answer_ring.memory) if forked else None
+        self.answers_read = 0  # of those in the answer ring
         self._inbox, self._outbox = bytearray(), bytearray()
         self._answered = answered  # the pool sends the next calls
         self.closed = False
@@ -176,9 +176,9 @@ class _Worker:
             loop.add_reader(self.socket.fileno(), self._readable)
             if self._outbox:
                 loop.add_writer(self.socket.fileno(), self._writable)
-        in_ring = self.ring is not None and len(call.data) <= self.ring.size
+        in_ring = self.call_ring is not None and len(call.data) <= self.call_ring.size
         if in_ring:
-            start = self.ring.put(call.data)
+            start = self.call_ring.put(call.data)
             if start is None:
                 return False
             self._write([LENGTH.pack(CALL_HEAD.size + PLACE.size), CALL_HEAD.pack(IN_RING, self.answers_read),
@@ -227,7 +227,7 @@ class _Worker:
         while (message := self._next_message()) is not None:
             future, in_ring = self.waiting.popleft()
             if in_ring:
-                self.ring.free()
+                self.call_ring.free()
             try:
                 done, value = self._answer(message)
             except Exception as err:  # noqa: BLE001 - an answer this process cannot read: its caller's error
@@ -241,7 +241,7 @@ class _Worker:
             return pickle.loads(memoryview(message)[1:])
         start, length = PLACE.unpack_from(message, 1)
         try:
-            return pickle.loads(self.answers[start:start + length])
+            return pickle.loads(self.answer_memory[start:start + length])
         finally:
             self.answers_read += 1
 
