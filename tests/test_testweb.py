@@ -211,8 +211,10 @@ def test_eval_runs_each_crawl_shared_by_workers_on_postgresql_and_reads_it_as_an
         assert warc_files and warc_files <= {"1", "2"}
     copy = tmp_path / "crawls" / "bfs" / "networking-0" / "crawl.db"
     copied_at = copy.stat().st_mtime_ns
-    assert evaluate("bfs")["crawlers"]["bfs"]["topics"]["networking"] == results["crawlers"]["bfs"]["topics"]["networking"]
+    again = evaluate("bfs")
+    assert again["crawlers"]["bfs"]["topics"]["networking"] == results["crawlers"]["bfs"]["topics"]["networking"]
     assert copy.stat().st_mtime_ns == copied_at  # found finished: not crawled again
+    assert results["kept"] == [] and again["kept"] == [str(Path("crawls", "bfs", "networking-0"))]  # and said so
     with pytest.raises(ConfigError, match="oracle-link take parts from eval itself"):
         evaluate("oracle-link")
     lone = subprocess.run([sys.executable, "-m", "focuscrawl", "eval", "--testweb", str(small_web), "--topics",

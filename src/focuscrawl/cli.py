@@ -476,8 +476,9 @@ def evaluate(
     if not orders or wrong:
         _fail(f"--order: {', '.join(wrong) or repr(order)} is not one of {', '.join(ORDERS)}, default")
 
-    def show(name, topic_name, repeat, pages):
-        print(f"{name:>16} {topic_name:<20} run {repeat}: {len(pages)} pages", file=sys.stderr)
+    def show(name, topic_name, repeat, pages, kept):
+        found = " (kept: crawled by an earlier eval into this --out)" if kept else ""
+        print(f"{name:>16} {topic_name:<20} run {repeat}: {len(pages)} pages{found}", file=sys.stderr)
 
     try:
         results = run_eval(testweb, topics, names, None if budget == "auto" else int(budget), out, repeats,
@@ -496,6 +497,9 @@ def evaluate(
         print(f"stopped: {error}", file=sys.stderr)
         raise typer.Exit(130) from None
     report = write_report(results, out)
+    if kept := len(results["kept"]):
+        print(f"note: kept {kept} crawl{'s' * (kept > 1)} an earlier eval finished in {out}, with that run's pages/s"
+              " (a new --out times them all)", file=sys.stderr)
     keys = ("harvest_rate", "target_recall", "pages_per_second", "pages_per_second_pooled")
     summary = {name: {k: entry[k] for k in keys} for name, entry in results["crawlers"].items()}
     print(json.dumps({"report": str(report), "crawlers": summary}, indent=2))

@@ -221,7 +221,7 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
     host_map = running_host_map(testweb)
     server = None if host_map else ServedTestWeb(testweb)
     host_map = host_map or server.host_map
-    results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {},
+    results: dict = {"budget": budget or "auto", "crawlers": {}, "topics": {}, "kept": [],
                      "regimes": {suffix or "default": {"concurrency": c, "order": o or "default"}
                                  for suffix, c, o in regime_list}}
     try:
@@ -242,14 +242,16 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                     config = validate_config(data, f"{name}/{topic_name}")
                     baseline = (out / "crawls" / in_regime(spec.baseline, name) / f"{topic_name}-{repeat}"
                                 if spec.baseline else None)
-                    _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}",
-                                database, workers)
+                    crawled = _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}",
+                                          database, workers)
+                    if not crawled:
+                        results["kept"].append(str(directory.relative_to(out)))
                     pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
                     figures.append({f"top{TOP_PAGES}_precision": top_precision(directory, ground.is_relevant),
                                     **page_weight(directory)})
                     if progress:
-                        progress(name, topic_name, repeat, pages)
+                        progress(name, topic_name, repeat, pages, not crawled)
                 results["crawlers"].setdefault(name, {"reference": spec.reference, "topics": {}})
                 result = _topic_result(runs, len(ground.members - ground.seeds), topic_budget)
                 result.update(_mean_figures(figures))
@@ -314,22 +316,24 @@ def _shared_by_workers(config, directory: Path, database: str):
 
 
 def _crawl_once(directory: Path, config, spec, ground: TopicTruth, baseline: Path | None, what: str,
-                database: str | None = None, workers: int = 1) -> None:
+                database: str | None = None, workers: int = 1) -> bool:
     """Crawl into ``directory`` unless it holds this crawl finished already (with ``database``,
-    shared by ``workers`` local workers, then copied into the directory's crawl.db)."""
+    shared by ``workers`` local workers, then copied into the directory's crawl.db); False if it
+    was kept (its figures, pages/s too, are then those of the run that crawled it)."""
     if database:
         config = _shared_by_workers(config, directory, database)
     if _finished_with(directory, config, baseline):
-        return
+        return False
     shutil.rmtree(directory, ignore_errors=True)
     if database:
         if status := shared.crawl_afresh(config, directory, workers):
             raise EvalInterrupted(f"a worker of {what} ended with status {status} (its log: {directory}/crawl.log)")
-        return
+        return True
     crawler = Crawler.create(config, directory, spec.parts(ground.is_relevant, baseline) if spec.parts else None)
     if asyncio.run(crawler.run()) == "stopped":  # Ctrl-C, SIGTERM or a full disk
         raise EvalInterrupted(f"{crawler.stop_reason} during {what}; finished crawls are kept,"
                               " run the same command again to go on")
+    return True
 
 
 def _finished_with(directory: Path, config, baseline: Path | None = None) -> bool:
