@@ -215,6 +215,8 @@ def test_eval_runs_each_crawl_shared_by_workers_on_postgresql_and_reads_it_as_an
     assert again["crawlers"]["bfs"]["topics"]["networking"] == results["crawlers"]["bfs"]["topics"]["networking"]
     assert copy.stat().st_mtime_ns == copied_at  # found finished: not crawled again
     assert results["kept"] == [] and again["kept"] == [str(Path("crawls", "bfs", "networking-0"))]  # and said so
+    assert "Kept from an earlier run into this folder, with that run's pages/s: crawls/bfs/networking-0." in (
+        write_report(again, tmp_path).read_text())
     with pytest.raises(ConfigError, match="oracle-link take parts from eval itself"):
         evaluate("oracle-link")
     lone = subprocess.run([sys.executable, "-m", "focuscrawl", "eval", "--testweb", str(small_web), "--topics",

@@ -197,6 +197,8 @@ def write_report(results: dict, out: Path) -> Path:
                   if known("kilobytes_per_page") else "—")
         lines.append(f"| {name}{' (reference)' if entry['reference'] else ''} | " + " | ".join(cells)
                      + f" | {entry['pages_per_second']:.0f}{pooled} | {weight} |")
+    if kept := results.get("kept"):
+        lines += ["", f"Kept from an earlier run into this folder, with that run's pages/s: {', '.join(kept)}."]
     lines += ["", "## Per topic (harvest rate / target recall / top-100 precision)", "",
               "Recall ceiling: the share of the targets that links lead to from the crawl's seeds, capped by the",
               "budget; no crawler can do better.", "",
