@@ -148,7 +148,7 @@ def test_a_pool_stopped_without_waiting_answers_the_calls_it_has_and_takes_no_mo
         pool.shutdown(wait=True)
 
 
-def test_the_ring_gives_room_after_the_oldest_call_and_wraps_around():
+def test_the_ring_gives_room_after_the_oldest_message_and_wraps_around():
     ring = _Ring(100)
     assert ring.put(b"a" * 40) == 0 and ring.put(b"b" * 40) == 40 and ring.put(b"c" * 30) is None
     ring.free()
@@ -164,7 +164,7 @@ def test_the_ring_gives_room_after_the_oldest_call_and_wraps_around():
 def _logged_answer(size: int, log: str, i: int) -> bytes:
     with open(log, "a") as logged:
         logged.write(f"{i}\n")
-    return b"x" * size
+    return bytes([i]) * size  # (distinct: one written over before it was read shows)
 
 
 def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_answers(tmp_path):
@@ -188,4 +188,4 @@ def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_ans
         before_reading, answers = asyncio.run(calls())
     finally:
         pool.shutdown(wait=True)
-    assert before_reading == 10 and answers == [b"x" * 30_000] * 10
+    assert before_reading == 10 and answers == [bytes([i]) * 30_000 for i in range(10)]

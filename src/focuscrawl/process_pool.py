@@ -11,9 +11,9 @@ pages) was too late to write the next as the worker made room, and the worker wa
 calls a third of the time. The loop reads answers between the pages it stores, so a worker
 writes each into its ring without waiting for the loop (an answer goes through the socket if
 it has no room there); each call tells it how many the loop has read, so it knows what room
-they freed. Through the socket, which holds about 200 kB unless ``net.core.wmem_max`` allows
-more, an apprentice's worker (28 kB an answer) waited 2.4-3.1 s of a small-web crawl to send
-them. A worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until
+they freed. Through the socket, which holds about 200 kB (``net.core.wmem_default``), an
+apprentice's worker (28 kB an answer) waited 2.4-3.1 s of a small-web crawl to send them; a
+spawned worker, which has no rings, asks its socket to hold ``ANSWERS_BUFFERED``. A worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until
 one is answered), so with several workers as many pages may wait behind a long chunk of texts
 (``JudgePool.judge_again``) while another worker could take them.
 """
@@ -32,6 +32,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -48,6 +49,7 @@ RING_BYTES = 16 << 20  # a worker's, for its calls: 30 of the small web's larges
 ANSWER_RING_BYTES = 8 << 20  # a worker's, for its answers: a loop reads them at most AHEAD behind
 AHEAD = 16  # calls sent to a worker and not yet answered: 80 ms of pages, while the loop stores others
 READ_BYTES = 1 << 20
+ANSWERS_BUFFERED = 4 << 20  # bytes of answers a spawned worker's socket holds unread (Linux caps it at net.core.wmem_max)
 STOP_SECONDS = 10.0  # for the workers to finish their calls and exit before they are terminated
 
 
@@ -58,6 +60,8 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, call_
     its answers into (freed as the calls say they were read). Ctrl-C is for the crawl's process,
     which stops the crawl and then its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if answer_ring is None:
+        _buffer_answers(connection)
     initializer(*initargs)
     calls = memoryview(call_memory) if call_memory is not None else None
     answers_freed = 0
@@ -91,6 +95,17 @@ def _serve(connection: Connection, initializer: Callable, initargs: tuple, call_
             connection.send_bytes(INLINE + data if start is None else IN_RING + PLACE.pack(start, len(data)))
         except OSError:  # the pool was shut down
             return
+
+
+def _buffer_answers(connection: Connection) -> None:
+    """A spawned worker (no ring for its answers) writes them without waiting for the loop to
+    read those before, up to ``ANSWERS_BUFFERED`` as far as ``net.core.wmem_max`` allows."""
+    with suppress(OSError):
+        sock = socket.socket(fileno=connection.fileno())
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, ANSWERS_BUFFERED)
+        finally:
+            sock.detach()  # (the connection keeps its descriptor)
 
 
 class _Ring:
@@ -159,7 +174,7 @@ class _Worker:
         self.socket = not_inherited(socket.socket(fileno=os.dup(ours.fileno())), socket.socket.close)
         ours.close()
         self.socket.setblocking(False)
-        self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the ring
+        self.waiting: deque[tuple[asyncio.Future, bool]] = deque()  # each call's, and whether it is in the call ring
         self.loop: asyncio.AbstractEventLoop | None = None
         self.answer_memory = memoryview(answer_ring.memory) if forked else None
         self.answers_read = 0  # of those in the answer ring
@@ -168,7 +183,7 @@ class _Worker:
         self.closed = False
 
     def send(self, call: _Call) -> bool:
-        """Send ``call`` (pickled); False if it must wait for room in the ring."""
+        """Send ``call`` (pickled); False if it must wait for room in the call ring."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # the first call, or the first of a new loop
             self._unwatch()
@@ -236,7 +251,8 @@ class _Worker:
         self._answered()
 
     def _answer(self, message: bytearray) -> tuple[bool, object]:
-        """An answer, unpickled from the worker's ring (its room then free) or from ``message``."""
+        """An answer, unpickled from the worker's answer ring (counted as read: the next call tells
+        the worker its room is free) or from ``message``."""
         if message[:1] != IN_RING:
             return pickle.loads(memoryview(message)[1:])
         start, length = PLACE.unpack_from(message, 1)
