@@ -237,15 +237,13 @@ def run_eval(testweb: Path, topics_file: Path, crawler_names: list[str], budget:
                 runs, figures = [], []
                 for repeat in range(repeats):
                     directory = out / "crawls" / name / f"{topic_name}-{repeat}"
-                    data = crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic, crawl_concurrency,
-                                        order)
-                    config = validate_config(data, f"{name}/{topic_name}")
+                    config = validate_config(crawl_config(topic, spec.settings, topic_budget, host_map, seeds_per_topic,
+                                                          crawl_concurrency, order), f"{name}/{topic_name}")
                     baseline = (out / "crawls" / in_regime(spec.baseline, name) / f"{topic_name}-{repeat}"
                                 if spec.baseline else None)
                     crawled = _crawl_once(directory, config, spec, ground, baseline, f"{name} on {topic_name}",
                                           database, workers)
-                    if not crawled:
-                        results["kept"].append(str(directory.relative_to(out)))
+                    results["kept"] += [] if crawled else [str(directory.relative_to(out))]
                     pages, rate = fetched_pages(directory, ground.is_relevant, ground.target_of, jury)
                     runs.append((pages, rate))
                     figures.append({f"top{TOP_PAGES}_precision": top_precision(directory, ground.is_relevant),
