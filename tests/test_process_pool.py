@@ -164,7 +164,7 @@ def test_the_ring_gives_room_after_the_oldest_message_and_wraps_around():
 def _logged_answer(size: int, log: str, i: int) -> bytes:
     with open(log, "a") as logged:
         logged.write(f"{i}\n")
-    return bytes([i]) * size  # (distinct: one written over before it was read shows)
+    return _filled(size, i)  # (distinct: one written over before it was read shows)
 
 
 def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_answers(tmp_path):
@@ -188,4 +188,4 @@ def test_a_worker_goes_on_to_its_next_calls_while_the_loop_reads_none_of_its_ans
         before_reading, answers = asyncio.run(calls())
     finally:
         pool.shutdown(wait=True)
-    assert before_reading == 10 and answers == [bytes([i]) * 30_000 for i in range(10)]
+    assert before_reading == 10 and answers == [_filled(30_000, i) for i in range(10)]

@@ -13,8 +13,9 @@ writes each into its ring without waiting for the loop (an answer goes through t
 it has no room there); each call tells it how many the loop has read, so it knows what room
 they freed. Through the socket, which holds about 200 kB (``net.core.wmem_default``), an
 apprentice's worker (28 kB an answer) waited 2.4-3.1 s of a small-web crawl to send them; a
-spawned worker, which has no rings, asks its socket to hold ``ANSWERS_BUFFERED``. A worker has at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until
-one is answered), so with several workers as many pages may wait behind a long chunk of texts
+spawned worker, which has no rings, asks its socket to hold ``ANSWERS_BUFFERED``. A worker has
+at most ``AHEAD`` calls sent to it (the others wait here, unpickled, until one is answered), so
+with several workers as many pages may wait behind a long chunk of texts
 (``JudgePool.judge_again``) while another worker could take them.
 """
 
