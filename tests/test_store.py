@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -990,6 +991,20 @@ def test_grouped_units_are_committed_together_and_a_failed_unit_only_undoes_itse
         f"http://a.test/{i}" for i in range(1, 5)]  # the end of the block commits the rest; the failed unit is gone
     discover(store, ["http://a.test/5"])
     assert reader.execute(fetched).fetchone()[0] == 5  # outside the block every unit commits at once
+
+
+def test_a_unit_of_a_group_keeps_the_pages_it_may_undo_in_memory(store):
+    """A unit of a group is a savepoint: SQLite copies each page it changes first, to undo it,
+    and past 64 kB into a temporary file, a write per page (half the crawl's writes). In memory,
+    a failed unit still undoes itself (the test above), and nothing goes to such a file."""
+    discover(store, [f"http://a.test/{'x' * 200}/{i}" for i in range(3000)])  # ~200 pages of the table, committed
+    with store.grouped(pages=10, seconds=3600):
+        discover(store, ["http://a.test/"])
+        with store.transaction():
+            store.db.execute("UPDATE urls SET priority = priority / 2")  # every page of the table and its index
+            open_files = [path.resolve().name for path in Path("/proc/self/fd").iterdir() if path.exists()]
+    assert store.db.execute("SELECT MAX(priority) FROM urls").fetchone()[0] == 0.25
+    assert not [name for name in open_files if name.startswith("etilqs_")]  # SQLite's temporary files
 
 
 def test_a_groups_pages_are_indexed_as_it_commits_with_the_anchors_stored_meanwhile(tmp_path):

@@ -159,6 +159,10 @@ class Store(LinkInstances):
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = lock_directory(self.directory)
         self.db = connect(self.files.database)
+        # a unit is a savepoint in its group's transaction, for which SQLite copies each page it
+        # changes first into a sub-journal, a temporary file past 64 kB: 160 kB in 78 writes a small-web
+        # page, 0.14 ms of the crawl's process (system time, three pairs of crawls); in memory, none
+        self.db.execute("PRAGMA temp_store=MEMORY")
         self.queries = Queries(self.db)
         upgrade_schema(self.db)
         self.warc = WarcArchive(self.files.warc, warc_max_bytes, self.queries.warc_end) if warc else None
